@@ -1,0 +1,71 @@
+"""Configuration: plain dataclasses with the papers' defaults, loadable from TOML (or YAML if installed).
+
+Example ``c3m.toml``::
+
+    method = "dense-topk"
+    text_embedder = "auto"
+    [write_budget]
+    entries = 36
+    [reader_budget]
+    raw_nodes = 12
+    text_tokens = 12288
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidInput
+from .types import ReaderBudget, WriteBudget
+
+DEFAULT_METHOD = "dense-topk"  # until the C3M core lands (issue #6); then "c3m"
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    method: str = DEFAULT_METHOD
+    text_embedder: str = "auto"
+    token_counter: str = "auto"
+    answerer: str = "extractive"
+    write_budget: WriteBudget = field(default_factory=WriteBudget)
+    reader_budget: ReaderBudget = field(default_factory=ReaderBudget)
+    max_image_bytes: int = 20 * 1024 * 1024
+    method_options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> "MemoryConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidInput(sorted(unknown)[0], "unknown configuration key", source=source,
+                               fix=f"use only {sorted(known)}")
+        kwargs = dict(data)
+        for key, typ in (("write_budget", WriteBudget), ("reader_budget", ReaderBudget)):
+            if key in kwargs:
+                sub = kwargs[key]
+                allowed = {f.name for f in fields(typ)}
+                if not isinstance(sub, dict) or set(sub) - allowed:
+                    raise InvalidInput(key, f"must be a table with keys from {sorted(allowed)}", source=source,
+                                       fix=f"e.g. [{key}] {sorted(allowed)[0]} = 1")
+                kwargs[key] = typ(**sub)
+        return cls(**kwargs)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "MemoryConfig":
+        path = Path(path)
+        text = path.read_text(encoding="utf-8")
+        if path.suffix in (".yaml", ".yml"):
+            try:
+                import yaml
+            except ImportError as exc:
+                raise InvalidInput("config", "YAML needs PyYAML", source=str(path),
+                                   fix="pip install pyyaml, or write the config as TOML") from exc
+            data = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+        return cls.from_dict(data, source=str(path))
+
+    def with_(self, **changes: Any) -> "MemoryConfig":
+        return replace(self, **changes)

@@ -1,0 +1,188 @@
+"""``Memory``: the public API. The CLI, the evaluation harness and the HTTP server are thin layers on it.
+
+One ``Memory`` = one store folder + one namespace + one method. Safe to open from several processes:
+every write takes the store's write lock, first catches the method's index up with sessions that
+other processes committed (from their snapshots, or by replaying the immutable Raw Nodes), then
+commits the new session's Raw Nodes *and* the new index snapshot in one transaction.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .config import MemoryConfig
+from .methods import MemoryMethod, method_class
+from .models import Models
+from .store import ColdStore, ForgetReport, Snapshot, VerifyReport, check_namespace, verify_store
+from .types import Answer, Context, History, RawNode, ReaderBudget, Session
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What ``add_session`` did: ``created`` is False when the identical session was already stored."""
+
+    session_id: str
+    seq: int
+    created: bool
+    raw_nodes: int
+    images: int
+    actions: tuple[dict, ...] = ()
+
+
+class Memory:
+    """Open (or create) a store at ``path`` and work in ``namespace`` with one memory method."""
+
+    def __init__(self, path: str | Path, namespace: str = "default", *, config: MemoryConfig | None = None,
+                 models: Models | None = None, method: str | None = None):
+        self.config = config or MemoryConfig()
+        if method is not None:
+            self.config = self.config.with_(method=method)
+        self.namespace = check_namespace(namespace)
+        cls = method_class(self.config.method)
+        self.store = ColdStore(path)
+        self.models = models or Models.from_names(self.config.text_embedder, self.config.token_counter,
+                                                  self.config.answerer)
+        self.method: MemoryMethod = cls(self.store, self.namespace, self.models,
+                                        write_budget=self.config.write_budget, options=self.config.method_options)
+        self._version: int | None = None  # seq of the last session folded into self.method
+        self.sync()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def method_name(self) -> str:
+        return self.method.name
+
+    @property
+    def version(self) -> int:
+        """Seq of the last session in this Memory's view (0 = empty)."""
+        return self._version or 0
+
+    def sync(self) -> int:
+        """Bring the in-memory index up to the store's latest session; returns the version."""
+        sessions = self.store.sessions(self.namespace)
+        head = sessions[-1].seq if sessions else 0
+        if self._version == head:
+            return head
+        snap_version = self.store.latest_snapshot_version(self.namespace, self.method.name)
+        if snap_version >= head and snap_version > 0:
+            self._load(snap_version)
+            return head
+        with self.store.transaction():  # replay what has no snapshot yet (other method, or after forget)
+            self._catch_up_locked()
+        return self._version or 0
+
+    def _load(self, version: int) -> None:
+        snap = self.store.snapshot(self.namespace, self.method.name, version)
+        self.method.load_state(snap.state)
+        self._version = version
+
+    def _catch_up_locked(self, upto: int | None = None) -> None:
+        """Inside the write lock: fold in every committed session after our version (up to ``upto``)."""
+        snap_version = self.store.latest_snapshot_version(self.namespace, self.method.name)
+        if snap_version and snap_version != self._version and (upto is None or snap_version <= upto):
+            self._load(snap_version)
+        elif not snap_version and self._version is None:
+            self.method.reset()
+            self._version = 0
+        pending = [s for s in self.store.sessions(self.namespace)
+                   if s.seq > (self._version or 0) and (upto is None or s.seq <= upto)]
+        for rec in pending:
+            nodes = self.store.nodes_for_session(self.namespace, rec.session_id)
+            actions = self.method.observe(rec.session_id, nodes)
+            self._commit_snapshot(rec.seq, rec.session_id, actions, replay=True)
+
+    def _commit_snapshot(self, seq: int, session_id: str, actions: Sequence[dict], *, replay: bool = False) -> None:
+        m = self.method
+        self.store.put_snapshot(self.namespace, m.name, seq, session_id, m.state(), m.pointers(),
+                                complete_provenance=m.complete_provenance)
+        for a in actions:
+            self.store.log_maintenance(self.namespace, m.name, seq, session_id, a.get("action", "?"),
+                                       dict(a, replay=replay))
+        self._version = seq
+
+    # -- write path ----------------------------------------------------------------------------
+    def add_session(self, session: Session) -> AddResult:
+        """Store a session's Raw Nodes and images and fold it into the index — atomically."""
+        prepared = self.store.prepare_session(self.namespace, session, max_image_bytes=self.config.max_image_bytes)
+        self.method.prepare(prepared.nodes)  # slow work (embedding) outside the write lock
+        images = sum(len(n.images) for n in prepared.nodes)
+        try:
+            with self.store.transaction():
+                rec, created = self.store.insert_session(prepared)
+                if not created:
+                    return AddResult(rec.session_id, rec.seq, False, len(prepared.nodes), images)
+                self._catch_up_locked(upto=rec.seq - 1)
+                actions = self.method.observe(rec.session_id, prepared.nodes)
+                self._commit_snapshot(rec.seq, rec.session_id, actions)
+        except BaseException:
+            self._version = None  # in-memory index may hold uncommitted changes: reload on next use
+            raise
+        return AddResult(rec.session_id, rec.seq, True, len(prepared.nodes), images, tuple(actions))
+
+    def add_history(self, history: History, *, progress: bool = False) -> list[AddResult]:
+        """Add a history's sessions in order (its questions are never shown to the write path)."""
+        return [self.add_session(s) for s in _progress(history.sessions, progress, f"ingest {history.id}")]
+
+    def forget(self, *, node_ids: Iterable[str] = (), session_id: str | None = None, reason: str) -> ForgetReport:
+        """Redact Raw Nodes for privacy (logged); the index is rebuilt from the redacted store."""
+        report = self.store.forget(self.namespace, node_ids=list(node_ids), session_id=session_id, reason=reason)
+        self._version = None
+        self.sync()
+        return report
+
+    # -- read path -----------------------------------------------------------------------------
+    def retrieve(self, question: str, budget: ReaderBudget | None = None) -> Context:
+        """A budgeted, provenance-linked context for ``question``."""
+        if not isinstance(question, str) or not question.strip():
+            from .errors import InvalidInput
+
+            raise InvalidInput("question", "must be a non-empty string", fix="ask a question")
+        self.sync()
+        budget = budget or self.config.reader_budget
+        ctx = self.method.retrieve(question, budget)
+        assert ctx.use.fits(budget), f"{self.method.name} exceeded the reader budget: {ctx.use} > {budget}"
+        return ctx
+
+    def ask(self, question: str, budget: ReaderBudget | None = None) -> Answer:
+        """Retrieve, then answer from the context only."""
+        return self.models.answerer.answer(question, self.retrieve(question, budget))
+
+    # -- inspection ----------------------------------------------------------------------------
+    def sessions(self):
+        return self.store.sessions(self.namespace)
+
+    def nodes(self) -> list[RawNode]:
+        return list(self.store.iter_nodes(self.namespace))
+
+    def snapshot(self, version: int | None = None) -> Snapshot | None:
+        """The index snapshot after session ``version`` (latest when None)."""
+        return self.store.snapshot(self.namespace, self.method.name, version)
+
+    def stats(self) -> dict:
+        self.sync()
+        return {"namespace": self.namespace, "version": self.version, **self.store.namespace_stats(self.namespace),
+                **self.method.describe()}
+
+    def verify(self) -> VerifyReport:
+        return verify_store(self.store)
+
+
+def _progress(items, enabled: bool, desc: str):
+    if not enabled:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit="session", leave=False)

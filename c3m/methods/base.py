@@ -1,0 +1,84 @@
+"""The one interface every memory method implements, and the registry of method names.
+
+The write path is ``observe(session_id, nodes)``: it sees the new session's Raw Nodes and nothing
+else (no question, answer or future session — query-blindness, DESIGN.md invariant 4). The read path
+is ``retrieve(question, budget)``. The index state is plain JSON (``state``/``load_state``) so the
+Cold Store can snapshot it after every session, and ``pointers`` lists the Raw Nodes it reaches.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Sequence
+
+from ..models import Models
+from ..store import ColdStore
+from ..types import Context, RawNode, ReaderBudget, WriteBudget
+
+#: Every method name the project uses (CLI ``--method``); ``available_methods()`` says which exist today.
+METHOD_NAMES = ("c3m", "c3m-paper", "hivemem", "dense-topk", "bm25", "full-context", "summary-only", "resum",
+                "moviechat", "memrefine", "cdrs")
+_REGISTRY: dict[str, type["MemoryMethod"]] = {}
+
+
+class MemoryMethod(ABC):
+    name: ClassVar[str]
+    #: True when the index promises to reach every ingested Raw Node (``verify`` then checks it).
+    complete_provenance: ClassVar[bool] = True
+
+    def __init__(self, store: ColdStore, namespace: str, models: Models, *,
+                 write_budget: WriteBudget = WriteBudget(), options: dict[str, Any] | None = None):
+        self.store, self.namespace, self.models = store, namespace, models
+        self.write_budget = write_budget
+        self.options = dict(options or {})
+
+    def prepare(self, nodes: Sequence[RawNode]) -> None:
+        """Optional slow work before the write lock is taken (e.g. embed and cache the new texts)."""
+
+    @abstractmethod
+    def observe(self, session_id: str, nodes: Sequence[RawNode]) -> list[dict]:
+        """Fold one new session into the index; return maintenance actions for the log."""
+
+    @abstractmethod
+    def retrieve(self, question: str, budget: ReaderBudget) -> Context:
+        """Build a context that never exceeds ``budget`` on any dimension."""
+
+    @abstractmethod
+    def state(self) -> dict: ...
+
+    @abstractmethod
+    def load_state(self, state: dict) -> None: ...
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Empty index (before the first session)."""
+
+    @abstractmethod
+    def pointers(self) -> set[str]:
+        """Raw-Node ids reachable from the index."""
+
+    def describe(self) -> dict[str, Any]:
+        """A summary for ``c3m inspect``."""
+        return {"method": self.name, "pointers": len(self.pointers())}
+
+
+def register(cls: type[MemoryMethod]) -> type[MemoryMethod]:
+    if cls.name not in METHOD_NAMES:
+        raise ValueError(f"method name {cls.name!r} is not in METHOD_NAMES")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def available_methods() -> list[str]:
+    from . import dense_topk  # noqa: F401  (registers)
+
+    return sorted(_REGISTRY)
+
+
+def method_class(name: str) -> type[MemoryMethod]:
+    available = available_methods()
+    if name not in _REGISTRY:
+        from ..errors import InvalidInput
+
+        planned = " (planned, not implemented yet)" if name in METHOD_NAMES else ""
+        raise InvalidInput("method", f"unknown method {name!r}{planned}", fix=f"choose one of {available}")
+    return _REGISTRY[name]

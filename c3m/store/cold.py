@@ -1,0 +1,469 @@
+"""The Cold Store: immutable Raw Nodes, original images, index snapshots, in one folder.
+
+Layout: ``store.sqlite`` (WAL mode) + ``blobs/`` (content-addressed images). Many processes may open
+the same store: readers never block, writers serialise on SQLite's write lock (``BEGIN IMMEDIATE``
+with a busy timeout). A session is committed in *one* transaction together with the method's index
+snapshot, so after a crash every session is either fully present (nodes, images, snapshot) or absent.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import sqlite3
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import InvalidInput, SessionConflict, StoreError
+from ..types import ROLES, ImageInput, ImageRef, Provenance, RawNode, Session, node_id_for
+from .blobs import BlobStore
+from .schema import SCHEMA, SCHEMA_VERSION
+
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
+DEFAULT_MAX_IMAGE_BYTES = 20 * 1024 * 1024
+_MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp", "BMP": "image/bmp",
+         "TIFF": "image/tiff"}
+
+
+def utc_naive(t: datetime) -> datetime:
+    """All stored times are naive UTC (aware inputs are converted) so that every pair compares."""
+    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo is not None else t
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds")
+
+
+def check_namespace(namespace: str) -> str:
+    if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+        raise InvalidInput("namespace", f"{namespace!r} is not a valid namespace",
+                           fix="use 1-128 characters from letters, digits and . _ : / @ -, starting with a letter "
+                               "or digit (e.g. 'user-42' or 'agent/alice')")
+    return namespace
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _pack(obj: Any) -> bytes:
+    return zlib.compress(json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8"), 6)
+
+
+def _unpack(blob: bytes) -> Any:
+    return json.loads(zlib.decompress(blob).decode("utf-8"))
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    namespace: str
+    session_id: str
+    seq: int
+    time: datetime
+    n_turns: int
+    content_sha256: str
+    ingested_at: str
+
+
+@dataclass(frozen=True)
+class PreparedSession:
+    """A session turned into Raw Nodes, its images already in the blob store, ready to commit."""
+
+    namespace: str
+    session_id: str
+    time: datetime
+    nodes: tuple[RawNode, ...]
+    node_hashes: tuple[str, ...]
+    content_sha256: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    namespace: str
+    method: str
+    version: int
+    session_id: str
+    created_at: str
+    state: dict
+    pointers: tuple[str, ...]
+    complete_provenance: bool
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    namespace: str
+    node_ids: tuple[str, ...]
+    blobs_deleted: int
+    snapshots_dropped: int
+
+
+def node_content_sha256(role: str, text: str, images: Sequence[ImageRef]) -> str:
+    payload = json.dumps([role, text, [im.sha256 for im in images]], separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def session_content_sha256(time: datetime, node_hashes: Iterable[str]) -> str:
+    payload = json.dumps([time.isoformat(), list(node_hashes)], separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def read_image(image: ImageInput, field: str, *, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> tuple[bytes, ImageRef]:
+    """Load and check one image given as a path or bytes; the bytes are kept exactly as given."""
+    from PIL import Image, UnidentifiedImageError
+
+    if isinstance(image, (str, Path)):
+        path = Path(image)
+        if not path.is_file():
+            raise InvalidInput(field, f"image file {str(path)!r} does not exist", fix="give an existing image path")
+        data = path.read_bytes()
+    elif isinstance(image, (bytes, bytearray, memoryview)):
+        data = bytes(image)
+    else:
+        raise InvalidInput(field, f"expected an image path or encoded image bytes, got {type(image).__name__}",
+                           fix="pass a file path (str/Path) or the PNG/JPEG bytes")
+    if len(data) > max_bytes:
+        raise InvalidInput(field, f"image is {len(data)} bytes, over the {max_bytes}-byte limit",
+                           fix="downscale or recompress the image")
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            fmt, (w, h) = im.format, im.size
+            im.verify()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise InvalidInput(field, f"not a readable image ({exc.__class__.__name__}: {exc})",
+                           fix="give a PNG, JPEG, GIF, WEBP, BMP or TIFF file") from None
+    ref = ImageRef(sha256=hashlib.sha256(data).hexdigest(), mime=_MIME.get(fmt or "", "application/octet-stream"),
+                   width=int(w), height=int(h), nbytes=len(data))
+    return data, ref
+
+
+class ColdStore:
+    """An opened store folder. One SQLite connection per object; open one per process or thread."""
+
+    def __init__(self, path: str | Path, *, create: bool = True, busy_timeout_s: float = 60.0):
+        self.path = Path(path)
+        db = self.path / "store.sqlite"
+        if not db.exists() and not create:
+            raise StoreError(f"no c3m store at {self.path}", fix="check the path, or create one with `c3m ingest`")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.blobs = BlobStore(self.path / "blobs")
+        self.conn = sqlite3.connect(db, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        self._in_txn = False
+        self._init_schema()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def _init_schema(self) -> None:
+        with self.transaction():
+            for statement in _split_sql(SCHEMA):
+                self.conn.execute(statement)
+            row = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                self.conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self.conn.execute("INSERT INTO meta(key, value) VALUES ('created_at', ?)", (now_iso(),))
+            elif int(row["value"]) > SCHEMA_VERSION:
+                raise StoreError(f"store schema v{row['value']} is newer than this c3m (v{SCHEMA_VERSION})",
+                                 fix="upgrade c3m (pip install -U c3m)")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "ColdStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator["ColdStore"]:
+        """A write transaction holding SQLite's write lock from the start (no upgrade deadlocks)."""
+        if self._in_txn:
+            yield self
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        self._in_txn = True
+        try:
+            yield self
+        except BaseException:
+            self._in_txn = False
+            self.conn.execute("ROLLBACK")
+            raise
+        self._in_txn = False
+        self.conn.execute("COMMIT")
+
+    # -- sessions and Raw Nodes ----------------------------------------------------------------
+    def prepare_session(self, namespace: str, session: Session, *, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+                        ) -> PreparedSession:
+        """Check a session, write its images to the blob store, and build its Raw Nodes (no DB write)."""
+        check_namespace(namespace)
+        if not isinstance(session, Session):
+            raise InvalidInput("session", f"expected c3m.types.Session, got {type(session).__name__}",
+                               fix="build one with Session(id=..., time=datetime, turns=[Turn(...)])")
+        if not isinstance(session.id, str) or not session.id.strip():
+            raise InvalidInput("session.id", "must be a non-empty string", fix="give each session a unique id")
+        if not isinstance(session.time, datetime):
+            raise InvalidInput("session.time", f"must be a datetime, got {type(session.time).__name__}",
+                               fix="pass datetime.fromisoformat('2026-03-02T10:00:00')")
+        if not session.turns:
+            raise InvalidInput("session.turns", "a session needs at least one turn", fix="add a Turn")
+        time = utc_naive(session.time)
+        nodes, hashes = [], []
+        for i, turn in enumerate(session.turns):
+            if turn.role not in ROLES:
+                raise InvalidInput(f"turns[{i}].role", f"unknown role {turn.role!r}", fix=f"use one of {list(ROLES)}")
+            if not isinstance(turn.text, str):
+                raise InvalidInput(f"turns[{i}].text", f"must be a string, got {type(turn.text).__name__}",
+                                   fix="pass the utterance text (may be empty when the turn has images)")
+            refs = []
+            for k, image in enumerate(turn.images):
+                data, ref = read_image(image, f"turns[{i}].images[{k}]", max_bytes=max_image_bytes)
+                self.blobs.put(data)
+                refs.append(ref)
+            prov = Provenance(namespace=namespace, session_id=session.id, turn_index=i, time=time)
+            node = RawNode(node_id=node_id_for(namespace, session.id, i), provenance=prov, role=turn.role,
+                           text=turn.text, images=tuple(refs))
+            nodes.append(node)
+            hashes.append(node_content_sha256(turn.role, turn.text, refs))
+        return PreparedSession(namespace, session.id, time, tuple(nodes), tuple(hashes),
+                               session_content_sha256(time, hashes))
+
+    def session_record(self, namespace: str, session_id: str) -> SessionRecord | None:
+        row = self.conn.execute("SELECT * FROM sessions WHERE namespace=? AND session_id=?",
+                                (namespace, session_id)).fetchone()
+        return _session_record(row) if row else None
+
+    def sessions(self, namespace: str) -> list[SessionRecord]:
+        rows = self.conn.execute("SELECT * FROM sessions WHERE namespace=? ORDER BY seq", (namespace,))
+        return [_session_record(r) for r in rows]
+
+    def insert_session(self, prepared: PreparedSession) -> tuple[SessionRecord, bool]:
+        """Insert inside a transaction. Returns (record, created); identical re-ingest is a no-op."""
+        assert self._in_txn, "insert_session must run inside ColdStore.transaction()"
+        existing = self.session_record(prepared.namespace, prepared.session_id)
+        if existing is not None:
+            if existing.content_sha256 == prepared.content_sha256:
+                return existing, False
+            raise SessionConflict(
+                f"session {prepared.session_id!r} is already stored in namespace {prepared.namespace!r} "
+                "with different content; stored sessions are immutable",
+                fix="give the new session a new id (or use forget() first if the old one must be redacted)")
+        seq = self.conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM sessions WHERE namespace=?",
+                                (prepared.namespace,)).fetchone()[0]
+        at = now_iso()
+        self.conn.execute("INSERT INTO sessions VALUES (?,?,?,?,?,?,?)",
+                          (prepared.namespace, prepared.session_id, seq, prepared.time.isoformat(),
+                           len(prepared.nodes), prepared.content_sha256, at))
+        for node, h in zip(prepared.nodes, prepared.node_hashes):
+            self.conn.execute(
+                "INSERT INTO raw_nodes(node_id, namespace, session_id, turn_index, role, text, time, content_sha256,"
+                " created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (node.node_id, prepared.namespace, prepared.session_id, node.turn_index, node.role, node.text,
+                 prepared.time.isoformat(), h, at))
+            for pos, im in enumerate(node.images):
+                self.conn.execute("INSERT INTO node_images(node_id, position, sha256, mime, width, height, nbytes)"
+                                  " VALUES (?,?,?,?,?,?,?)",
+                                  (node.node_id, pos, im.sha256, im.mime, im.width, im.height, im.nbytes))
+        return self.session_record(prepared.namespace, prepared.session_id), True
+
+    def nodes_for_session(self, namespace: str, session_id: str) -> list[RawNode]:
+        rows = self.conn.execute("SELECT * FROM raw_nodes WHERE namespace=? AND session_id=? ORDER BY turn_index",
+                                 (namespace, session_id)).fetchall()
+        return self._build_nodes(rows)
+
+    def get_nodes(self, node_ids: Sequence[str]) -> dict[str, RawNode]:
+        out: dict[str, RawNode] = {}
+        ids = list(dict.fromkeys(node_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            rows = self.conn.execute(f"SELECT * FROM raw_nodes WHERE node_id IN ({','.join('?' * len(chunk))})",
+                                     chunk).fetchall()
+            out.update((n.node_id, n) for n in self._build_nodes(rows))
+        return out
+
+    def iter_nodes(self, namespace: str, *, upto_seq: int | None = None) -> Iterator[RawNode]:
+        """Raw Nodes of a namespace in commit order (optionally only sessions with seq <= upto_seq)."""
+        sql = ("SELECT r.* FROM raw_nodes r JOIN sessions s ON s.namespace=r.namespace AND s.session_id=r.session_id"
+               " WHERE r.namespace=?" + (" AND s.seq<=?" if upto_seq is not None else "")
+               + " ORDER BY s.seq, r.turn_index")
+        args = (namespace, upto_seq) if upto_seq is not None else (namespace,)
+        rows = self.conn.execute(sql, args).fetchall()
+        for start in range(0, len(rows), 1000):
+            yield from self._build_nodes(rows[start:start + 1000])
+
+    def count_nodes(self, namespace: str, *, upto_seq: int | None = None) -> int:
+        sql = ("SELECT COUNT(*) FROM raw_nodes r JOIN sessions s ON s.namespace=r.namespace AND"
+               " s.session_id=r.session_id WHERE r.namespace=?" + (" AND s.seq<=?" if upto_seq is not None else ""))
+        return self.conn.execute(sql, (namespace, upto_seq) if upto_seq is not None else (namespace,)).fetchone()[0]
+
+    def _build_nodes(self, rows: Sequence[sqlite3.Row]) -> list[RawNode]:
+        if not rows:
+            return []
+        ids = [r["node_id"] for r in rows]
+        images: dict[str, list[ImageRef]] = {i: [] for i in ids}
+        img_rows = self.conn.execute(
+            f"SELECT * FROM node_images WHERE node_id IN ({','.join('?' * len(ids))}) AND redacted=0"
+            " ORDER BY node_id, position", ids).fetchall()
+        for ir in img_rows:
+            images[ir["node_id"]].append(ImageRef(ir["sha256"], ir["mime"], ir["width"], ir["height"], ir["nbytes"]))
+        return [RawNode(node_id=r["node_id"],
+                        provenance=Provenance(r["namespace"], r["session_id"], r["turn_index"],
+                                              datetime.fromisoformat(r["time"])),
+                        role=r["role"], text=r["text"], images=tuple(images[r["node_id"]]),
+                        redacted=bool(r["redacted"]))
+                for r in rows]
+
+    def image_bytes(self, ref: ImageRef | str) -> bytes:
+        return self.blobs.get(ref.sha256 if isinstance(ref, ImageRef) else ref)
+
+    def namespaces(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT namespace FROM sessions ORDER BY namespace")]
+
+    def namespace_stats(self, namespace: str) -> dict[str, int]:
+        q = self.conn.execute
+        return {
+            "sessions": q("SELECT COUNT(*) FROM sessions WHERE namespace=?", (namespace,)).fetchone()[0],
+            "raw_nodes": q("SELECT COUNT(*) FROM raw_nodes WHERE namespace=?", (namespace,)).fetchone()[0],
+            "redacted_nodes": q("SELECT COUNT(*) FROM raw_nodes WHERE namespace=? AND redacted=1",
+                                (namespace,)).fetchone()[0],
+            "images": q("SELECT COUNT(*) FROM node_images i JOIN raw_nodes r ON r.node_id=i.node_id"
+                        " WHERE r.namespace=? AND i.redacted=0", (namespace,)).fetchone()[0],
+        }
+
+    # -- index snapshots -----------------------------------------------------------------------
+    def put_snapshot(self, namespace: str, method: str, version: int, session_id: str, state: dict,
+                     pointers: Iterable[str], *, complete_provenance: bool) -> None:
+        assert self._in_txn, "put_snapshot must run inside ColdStore.transaction()"
+        blob = _pack(state)
+        ptrs = sorted(set(pointers))
+        self.conn.execute("INSERT OR REPLACE INTO index_snapshots VALUES (?,?,?,?,?,?,?,?,?,?)",
+                          (namespace, method, version, session_id, now_iso(), blob, hashlib.sha256(blob).hexdigest(),
+                           _pack(ptrs), len(ptrs), int(complete_provenance)))
+
+    def latest_snapshot_version(self, namespace: str, method: str) -> int:
+        row = self.conn.execute("SELECT MAX(version) FROM index_snapshots WHERE namespace=? AND method=?",
+                                (namespace, method)).fetchone()
+        return int(row[0] or 0)
+
+    def snapshot(self, namespace: str, method: str, version: int | None = None) -> Snapshot | None:
+        """The snapshot after session ``version`` (its seq); the latest one when version is None."""
+        if version is None:
+            version = self.latest_snapshot_version(namespace, method)
+        row = self.conn.execute("SELECT * FROM index_snapshots WHERE namespace=? AND method=? AND version=?",
+                                (namespace, method, version)).fetchone()
+        if row is None:
+            return None
+        return Snapshot(row["namespace"], row["method"], row["version"], row["session_id"], row["created_at"],
+                        _unpack(row["state"]), tuple(_unpack(row["pointers"])), bool(row["complete_provenance"]))
+
+    def snapshot_versions(self, namespace: str, method: str) -> list[int]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT version FROM index_snapshots WHERE namespace=? AND method=? ORDER BY version", (namespace, method))]
+
+    def snapshot_methods(self, namespace: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT DISTINCT method FROM index_snapshots WHERE namespace=? ORDER BY method", (namespace,))]
+
+    def log_maintenance(self, namespace: str, method: str, version: int, session_id: str, action: str,
+                        detail: dict) -> None:
+        self.conn.execute("INSERT INTO maintenance_log(namespace, method, version, session_id, action, detail, at)"
+                          " VALUES (?,?,?,?,?,?,?)",
+                          (namespace, method, version, session_id, action, json.dumps(detail, sort_keys=True),
+                           now_iso()))
+
+    def maintenance_log(self, namespace: str, method: str, *, version: int | None = None) -> list[dict]:
+        sql = "SELECT * FROM maintenance_log WHERE namespace=? AND method=?" + (" AND version=?" if version else "")
+        args = (namespace, method, version) if version else (namespace, method)
+        return [dict(r) | {"detail": json.loads(r["detail"])} for r in self.conn.execute(sql + " ORDER BY id", args)]
+
+    # -- vector cache (derived data; safe to drop) ---------------------------------------------
+    def get_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        hashes = list(dict.fromkeys(text_hashes))
+        for start in range(0, len(hashes), 500):
+            chunk = hashes[start:start + 500]
+            rows = self.conn.execute(f"SELECT text_sha256, vector FROM vector_cache WHERE model=? AND text_sha256 IN "
+                                     f"({','.join('?' * len(chunk))})", [model, *chunk])
+            out.update((r[0], np.frombuffer(r[1], dtype="<f4").copy()) for r in rows)
+        return out
+
+    def put_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        rows = [(model, h, int(v.shape[0]), np.asarray(v, dtype="<f4").tobytes()) for h, v in vectors.items()]
+        with self.transaction():
+            self.conn.executemany("INSERT OR IGNORE INTO vector_cache VALUES (?,?,?,?)", rows)
+
+    # -- privacy -------------------------------------------------------------------------------
+    def forget(self, namespace: str, *, node_ids: Sequence[str] = (), session_id: str | None = None,
+               reason: str) -> ForgetReport:
+        """Redact Raw Nodes for privacy: blank their text, drop their images, log who/why.
+
+        Derived data is dropped with them: cached vectors of the forgotten text and every index
+        snapshot from the first affected session on (the method rebuilds them by replay on next open).
+        Blobs still referenced by another non-redacted node are kept.
+        """
+        check_namespace(namespace)
+        if not reason or not reason.strip():
+            raise InvalidInput("reason", "forget() needs a reason for the audit log", fix="say why, e.g. 'user request'")
+        with self.transaction():
+            targets = list(node_ids)
+            if session_id is not None:
+                targets += [r[0] for r in self.conn.execute(
+                    "SELECT node_id FROM raw_nodes WHERE namespace=? AND session_id=?", (namespace, session_id))]
+                if not targets:
+                    raise InvalidInput("session_id", f"no session {session_id!r} in namespace {namespace!r}",
+                                       fix="list sessions with `c3m inspect`")
+            targets = list(dict.fromkeys(targets))
+            rows = self.get_nodes(targets)
+            missing = [t for t in targets if t not in rows or rows[t].provenance.namespace != namespace]
+            if missing:
+                raise InvalidInput("node_ids", f"{len(missing)} node(s) not in namespace {namespace!r}: {missing[:3]}",
+                                   fix="pass node ids from this namespace")
+            at = now_iso()
+            blobs: set[str] = set()
+            first_seq = None
+            for nid in targets:
+                node = rows[nid]
+                if node.redacted:
+                    continue
+                self.conn.execute("INSERT INTO forget_log(namespace, node_id, reason, at) VALUES (?,?,?,?)",
+                                  (namespace, nid, reason, at))
+                self.conn.execute("UPDATE raw_nodes SET text='', redacted=1 WHERE node_id=?", (nid,))
+                self.conn.execute("UPDATE node_images SET redacted=1 WHERE node_id=?", (nid,))
+                self.conn.execute("DELETE FROM vector_cache WHERE text_sha256=?", (text_sha256(node.text),))
+                blobs.update(im.sha256 for im in node.images)
+                seq = self.session_record(namespace, node.session_id).seq
+                first_seq = seq if first_seq is None else min(first_seq, seq)
+            dropped = 0
+            if first_seq is not None:
+                dropped = self.conn.execute("DELETE FROM index_snapshots WHERE namespace=? AND version>=?",
+                                            (namespace, first_seq)).rowcount
+            still_used = {r[0] for r in self.conn.execute(
+                f"SELECT DISTINCT sha256 FROM node_images WHERE redacted=0 AND sha256 IN ({','.join('?' * len(blobs))})",
+                list(blobs))} if blobs else set()
+        deleted = sum(self.blobs.delete(sha) for sha in blobs - still_used)  # after commit: never dangling
+        return ForgetReport(namespace, tuple(targets), deleted, dropped)
+
+
+def _session_record(row: sqlite3.Row) -> SessionRecord:
+    return SessionRecord(row["namespace"], row["session_id"], row["seq"], datetime.fromisoformat(row["time"]),
+                         row["n_turns"], row["content_sha256"], row["ingested_at"])
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split the schema into statements (``executescript`` would commit our open transaction)."""
+    statements, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            statements.append(buf.strip())
+            buf = ""
+    return statements

@@ -1,0 +1,131 @@
+"""SQLite schema of the Cold Store.
+
+Immutability is enforced by the schema itself, not by convention: triggers refuse every DELETE of a
+session, Raw Node or image row and every UPDATE, except one narrow case — redaction by ``forget``,
+which is only accepted when the node's id was first written to the append-only ``forget_log`` and the
+update does nothing but blank the content and set ``redacted``.
+"""
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS sessions (
+    namespace      TEXT    NOT NULL,
+    session_id     TEXT    NOT NULL,
+    seq            INTEGER NOT NULL,          -- 1, 2, ... per namespace: commit order = replay order
+    time           TEXT    NOT NULL,
+    n_turns        INTEGER NOT NULL,
+    content_sha256 TEXT    NOT NULL,          -- over time + every node's content hash
+    ingested_at    TEXT    NOT NULL,
+    PRIMARY KEY (namespace, session_id),
+    UNIQUE (namespace, seq)
+);
+
+CREATE TABLE IF NOT EXISTS raw_nodes (
+    node_id        TEXT    PRIMARY KEY,
+    namespace      TEXT    NOT NULL,
+    session_id     TEXT    NOT NULL,
+    turn_index     INTEGER NOT NULL,
+    role           TEXT    NOT NULL,
+    text           TEXT    NOT NULL,
+    time           TEXT    NOT NULL,
+    content_sha256 TEXT    NOT NULL,          -- over role, text and image hashes, as ingested
+    redacted       INTEGER NOT NULL DEFAULT 0,
+    created_at     TEXT    NOT NULL,
+    UNIQUE (namespace, session_id, turn_index),
+    FOREIGN KEY (namespace, session_id) REFERENCES sessions (namespace, session_id)
+);
+CREATE INDEX IF NOT EXISTS raw_nodes_by_session ON raw_nodes (namespace, session_id, turn_index);
+
+CREATE TABLE IF NOT EXISTS node_images (
+    node_id  TEXT    NOT NULL REFERENCES raw_nodes (node_id),
+    position INTEGER NOT NULL,
+    sha256   TEXT    NOT NULL,
+    mime     TEXT    NOT NULL,
+    width    INTEGER NOT NULL,
+    height   INTEGER NOT NULL,
+    nbytes   INTEGER NOT NULL,
+    redacted INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (node_id, position)
+);
+CREATE INDEX IF NOT EXISTS node_images_by_blob ON node_images (sha256);
+
+CREATE TABLE IF NOT EXISTS forget_log (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    namespace TEXT NOT NULL,
+    node_id   TEXT NOT NULL,
+    reason    TEXT NOT NULL,
+    at        TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS index_snapshots (
+    namespace           TEXT    NOT NULL,
+    method              TEXT    NOT NULL,
+    version             INTEGER NOT NULL,      -- = seq of the last session folded in
+    session_id          TEXT    NOT NULL,
+    created_at          TEXT    NOT NULL,
+    state               BLOB    NOT NULL,      -- zlib(JSON) of the method's index state
+    state_sha256        TEXT    NOT NULL,
+    pointers            BLOB    NOT NULL,      -- zlib(JSON list) of Raw-Node ids reachable from the index
+    n_pointers          INTEGER NOT NULL,
+    complete_provenance INTEGER NOT NULL,      -- 1: the method promises pointers == all nodes ingested
+    PRIMARY KEY (namespace, method, version)
+);
+
+CREATE TABLE IF NOT EXISTS maintenance_log (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    namespace  TEXT    NOT NULL,
+    method     TEXT    NOT NULL,
+    version    INTEGER NOT NULL,
+    session_id TEXT    NOT NULL,
+    action     TEXT    NOT NULL,
+    detail     TEXT    NOT NULL,               -- JSON
+    at         TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS maintenance_by_version ON maintenance_log (namespace, method, version);
+
+CREATE TABLE IF NOT EXISTS vector_cache (
+    model       TEXT NOT NULL,
+    text_sha256 TEXT NOT NULL,
+    dim         INTEGER NOT NULL,
+    vector      BLOB NOT NULL,                 -- float32 little-endian
+    PRIMARY KEY (model, text_sha256)
+);
+
+CREATE TRIGGER IF NOT EXISTS sessions_no_delete BEFORE DELETE ON sessions
+BEGIN SELECT RAISE(ABORT, 'sessions are append-only: DELETE refused'); END;
+CREATE TRIGGER IF NOT EXISTS sessions_no_update BEFORE UPDATE ON sessions
+BEGIN SELECT RAISE(ABORT, 'sessions are append-only: UPDATE refused'); END;
+
+CREATE TRIGGER IF NOT EXISTS raw_nodes_no_delete BEFORE DELETE ON raw_nodes
+BEGIN SELECT RAISE(ABORT, 'raw_nodes are append-only: DELETE refused (use forget() to redact)'); END;
+CREATE TRIGGER IF NOT EXISTS raw_nodes_no_update BEFORE UPDATE ON raw_nodes
+WHEN NOT (OLD.redacted = 0 AND NEW.redacted = 1 AND NEW.text = ''
+          AND NEW.node_id = OLD.node_id AND NEW.namespace = OLD.namespace
+          AND NEW.session_id = OLD.session_id AND NEW.turn_index = OLD.turn_index
+          AND NEW.role = OLD.role AND NEW.time = OLD.time
+          AND NEW.content_sha256 = OLD.content_sha256 AND NEW.created_at = OLD.created_at
+          AND EXISTS (SELECT 1 FROM forget_log f WHERE f.node_id = OLD.node_id))
+BEGIN SELECT RAISE(ABORT, 'raw_nodes are append-only: UPDATE refused (only a logged forget() may redact)'); END;
+
+CREATE TRIGGER IF NOT EXISTS node_images_no_delete BEFORE DELETE ON node_images
+BEGIN SELECT RAISE(ABORT, 'node_images are append-only: DELETE refused (use forget() to redact)'); END;
+CREATE TRIGGER IF NOT EXISTS node_images_no_update BEFORE UPDATE ON node_images
+WHEN NOT (OLD.redacted = 0 AND NEW.redacted = 1
+          AND NEW.node_id = OLD.node_id AND NEW.position = OLD.position AND NEW.sha256 = OLD.sha256
+          AND NEW.mime = OLD.mime AND NEW.width = OLD.width AND NEW.height = OLD.height
+          AND NEW.nbytes = OLD.nbytes
+          AND EXISTS (SELECT 1 FROM forget_log f WHERE f.node_id = OLD.node_id))
+BEGIN SELECT RAISE(ABORT, 'node_images are append-only: UPDATE refused (only a logged forget() may redact)'); END;
+
+CREATE TRIGGER IF NOT EXISTS forget_log_no_delete BEFORE DELETE ON forget_log
+BEGIN SELECT RAISE(ABORT, 'forget_log is an audit log: DELETE refused'); END;
+CREATE TRIGGER IF NOT EXISTS forget_log_no_update BEFORE UPDATE ON forget_log
+BEGIN SELECT RAISE(ABORT, 'forget_log is an audit log: UPDATE refused'); END;
+"""

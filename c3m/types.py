@@ -1,0 +1,373 @@
+"""The c3m data model: what flows from a session to a budgeted, provenance-linked context.
+
+Input side (what a user or a dataset gives): ``Session`` of ``Turn``s, grouped into a ``History``
+with ``Question``s for evaluation. Storage side (immutable once written): ``RawNode`` with
+``ImageRef``s. Index side (bounded, rewritten by maintenance): ``Entry``, ``Page``, ``Episode``.
+Read side: ``ReaderBudget``, ``BudgetUse``, ``ContextItem``, ``Context``, ``RouteTrace``.
+
+Defaults are the papers' (C3M §3.2, HiVe-Mem); see DESIGN.md §4.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Mapping, Sequence, Union
+
+ROLES = ("user", "assistant", "system")
+CATEGORIES = ("IE", "MSR", "TR", "KU", "AR")
+
+#: What a caller may pass as an image before it is stored: a file path or the encoded bytes.
+ImageInput = Union[str, Path, bytes]
+
+
+# ---------------------------------------------------------------------------------------------
+# Input side
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Turn:
+    """One utterance; images are given as paths or encoded bytes and become ``ImageRef``s on store."""
+
+    role: str
+    text: str
+    images: tuple[ImageInput, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "images", tuple(self.images))
+
+
+@dataclass(frozen=True)
+class Session:
+    """A conversation session: the unit the write path sees (query-blind) and the unit of commit."""
+
+    id: str
+    time: datetime
+    turns: tuple[Turn, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "turns", tuple(self.turns))
+
+
+@dataclass(frozen=True)
+class EvidenceRef:
+    """A gold evidence turn of a question: (session id, turn index)."""
+
+    session: str
+    turn: int
+
+
+@dataclass(frozen=True)
+class Question:
+    """An evaluation question; never shown to the write path."""
+
+    id: str
+    question: str
+    answer: str
+    category: str
+    time: datetime | None = None
+    evidence: tuple[EvidenceRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class History:
+    """One user's history in a dataset (one line of ``episodes.jsonl``)."""
+
+    id: str
+    sessions: tuple[Session, ...]
+    questions: tuple[Question, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage side: immutable
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ImageRef:
+    """A stored original image, addressed by the SHA-256 of its bytes."""
+
+    sha256: str
+    mime: str
+    width: int
+    height: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a Raw Node came from: enough to cite it back to the user."""
+
+    namespace: str
+    session_id: str
+    turn_index: int
+    time: datetime
+
+
+@dataclass(frozen=True)
+class RawNode:
+    """One turn as stored in the Cold Store. Never changed by maintenance (only ``forget`` redacts)."""
+
+    node_id: str
+    provenance: Provenance
+    role: str
+    text: str
+    images: tuple[ImageRef, ...] = ()
+    redacted: bool = False
+
+    @property
+    def session_id(self) -> str:
+        return self.provenance.session_id
+
+    @property
+    def turn_index(self) -> int:
+        return self.provenance.turn_index
+
+    @property
+    def time(self) -> datetime:
+        return self.provenance.time
+
+
+def node_id_for(namespace: str, session_id: str, turn_index: int) -> str:
+    """Deterministic Raw-Node id, so re-ingesting a session maps to the same nodes."""
+    digest = hashlib.sha256(json.dumps([namespace, session_id, turn_index]).encode()).hexdigest()
+    return f"n-{digest[:20]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Index side: bounded, rewritten by maintenance (C3M §2.1, HiVe-Mem episodes)
+# ---------------------------------------------------------------------------------------------
+class Relation(str, enum.Enum):
+    """RAMU relation labels (C3M Eq. 2)."""
+
+    SAME = "same"
+    UPDATE = "update"
+    DISTINCT = "distinct"
+    UNCERTAIN = "uncertain"
+
+
+class Action(str, enum.Enum):
+    """RAMU actions (C3M Eq. 3)."""
+
+    MERGE = "merge"
+    UPDATE = "update"
+    ADD = "add"
+    KEEP = "keep"
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A HiVe-Mem episode: ~256 tokens of consecutive turns of one session, cut at a turn end."""
+
+    episode_id: str
+    session_id: str
+    node_ids: tuple[str, ...]
+    text: str
+    tokens: int
+    time: datetime
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A compact index entry m = (z, P, tau) plus routing text and relation links.
+
+    ``pointers`` are Raw-Node ids (P); ``predecessor`` links an Update to the state it replaced so that
+    "before" states stay reachable; Src(e) is ``pointers`` plus the predecessor chain's pointers.
+    """
+
+    entry_id: str
+    z: tuple[float, ...] = field(repr=False)
+    pointers: frozenset[str]
+    time: datetime
+    text: str = ""
+    page_id: str | None = None
+    predecessor: str | None = None
+    relation: Relation | None = None
+    tokens: int = 0
+    nbytes: int = 0
+
+    def with_(self, **changes: Any) -> "Entry":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A group of entries with its own routing vector and summary."""
+
+    page_id: str
+    entry_ids: tuple[str, ...]
+    z: tuple[float, ...] = field(repr=False, default=())
+    summary: str = ""
+    tokens: int = 0
+
+
+class EvidenceForm(str, enum.Enum):
+    """What form of a memory reaches the reader (HiVe-Mem vertical composition)."""
+
+    RAW_TEXT = "raw_text"
+    SUMMARY = "summary"
+    CAPTION = "caption"
+    RAW_IMAGE = "raw_image"
+    GROUNDED_CROP = "grounded_crop"
+
+
+def _check_non_negative(obj: Any, names: Sequence[str]) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            from .errors import InvalidInput
+
+            raise InvalidInput(f"{type(obj).__name__}.{name}", f"must be a non-negative integer, got {value!r}",
+                               fix=f"pass an int >= 0 for {name}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Budgets
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WriteBudget:
+    """Hard limits on the active index after every commit (C3M §3.2)."""
+
+    entries: int = 36
+    pages: int = 6
+    index_tokens: int = 6144
+    index_bytes: int = 384 * 1024
+
+    def scaled(self, factor: float) -> "WriteBudget":
+        """C3M §4.2 scales all four limits together (C1.25, C1.5, C1.75)."""
+        return WriteBudget(*(max(1, int(round(v * factor))) for v in self.as_tuple()))
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.entries, self.pages, self.index_tokens, self.index_bytes)
+
+    def __post_init__(self):
+        _check_non_negative(self, ("entries", "pages", "index_tokens", "index_bytes"))
+
+
+#: The C3M §4 ablation capacity: 24 entries, other limits at the default.
+C1_WRITE_BUDGET = WriteBudget(entries=24)
+
+
+@dataclass(frozen=True)
+class ReaderBudget:
+    """Joint read budget over (pages, Raw Nodes, images, text tokens) (C3M Eq. 7).
+
+    The paper's "12K text tokens" is read as 12 x 1024, the same convention as its 6,144 (6K) index
+    tokens.
+    """
+
+    pages: int = 3
+    raw_nodes: int = 12
+    images: int = 8
+    text_tokens: int = 12 * 1024
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.pages, self.raw_nodes, self.images, self.text_tokens)
+
+    def __post_init__(self):
+        _check_non_negative(self, ("pages", "raw_nodes", "images", "text_tokens"))
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    """What a context actually charged, on the same four dimensions as ``ReaderBudget``."""
+
+    pages: int = 0
+    raw_nodes: int = 0
+    images: int = 0
+    text_tokens: int = 0
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.pages, self.raw_nodes, self.images, self.text_tokens)
+
+    def fits(self, budget: ReaderBudget) -> bool:
+        return all(u <= b for u, b in zip(self.as_tuple(), budget.as_tuple()))
+
+    def __add__(self, other: "BudgetUse") -> "BudgetUse":
+        return BudgetUse(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
+
+
+# ---------------------------------------------------------------------------------------------
+# Read side
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ContextItem:
+    """One piece of evidence handed to the answerer, with its provenance."""
+
+    node_id: str
+    provenance: Provenance
+    role: str
+    form: EvidenceForm
+    text: str
+    images: tuple[ImageRef, ...]
+    score: float
+    text_tokens: int
+
+
+@dataclass(frozen=True)
+class RouteTrace:
+    """What the read path did, so update, routing and answerer failures can be told apart (C3M §2.2)."""
+
+    method: str
+    pages: tuple[tuple[str, float], ...] = ()
+    entries: tuple[tuple[str, float], ...] = ()
+    candidates: tuple[tuple[str, float], ...] = ()
+    expanded_nodes: tuple[str, ...] = ()
+    expanded_images: tuple[str, ...] = ()
+    selected_nodes: tuple[str, ...] = ()
+    covered_sessions: tuple[str, ...] = ()
+    dropped_for_budget: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(map(list, v)) if v and isinstance(v[0], tuple) else list(v)) if isinstance(v, tuple) else v
+                for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class Context:
+    """The budgeted context for one question: items in time order, budget use, and the route trace."""
+
+    question: str
+    items: tuple[ContextItem, ...]
+    use: BudgetUse
+    budget: ReaderBudget
+    trace: RouteTrace
+
+    def text(self) -> str:
+        """The context as the answerer reads it: one block per item with a citation header."""
+        blocks = []
+        for item in self.items:
+            p = item.provenance
+            head = f"[{p.session_id}#{p.turn_index} {p.time.isoformat(sep=' ', timespec='minutes')} {item.role}]"
+            imgs = "".join(f" <image {im.sha256[:12]}>" for im in item.images)
+            blocks.append(f"{head} {item.text}{imgs}")
+        return "\n".join(blocks)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer with the context it was read from."""
+
+    text: str
+    context: Context
+    answerer: str
+    cited: tuple[str, ...] = ()
+
+
+def as_json_dict(obj: Any) -> Any:
+    """Plain-JSON view of any of these dataclasses (datetimes as ISO strings, enums as values)."""
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    if isinstance(obj, (bytes, Path)):
+        return str(obj) if isinstance(obj, Path) else f"<{len(obj)} bytes>"
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: as_json_dict(getattr(obj, k)) for k in obj.__dataclass_fields__}
+    if isinstance(obj, Mapping):
+        return {str(k): as_json_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = sorted(obj) if isinstance(obj, (set, frozenset)) else obj
+        return [as_json_dict(v) for v in items]
+    return obj

