@@ -21,8 +21,13 @@ STOPWORDS = frozenset(
 REFUSAL = "I don't know: nothing in my memory supports an answer."
 
 
+def _stem(word: str) -> str:
+    """Plural folding only ("windows" -> "window"), enough for overlap matching."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
 def content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS}
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS}
 
 
 class ExtractiveAnswerer:

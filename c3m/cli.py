@@ -1,0 +1,311 @@
+"""``c3m`` command line: a thin layer over ``c3m.Memory`` and the dataset tools.
+
+Every command takes ``--store`` (default ``$C3M_STORE`` or ``./c3m-store``). Errors print what is wrong
+and how to fix it, and exit with status 2; ``verify`` exits 1 when the store is damaged.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .config import MemoryConfig
+from .errors import C3MError
+from .types import ReaderBudget, as_json_dict
+
+DEFAULT_STORE = "./c3m-store"
+
+
+def _config(args) -> MemoryConfig:
+    cfg = MemoryConfig.load(args.config) if getattr(args, "config", None) else MemoryConfig()
+    changes = {k: getattr(args, k) for k in ("method", "text_embedder") if getattr(args, k, None)}
+    return cfg.with_(**changes) if changes else cfg
+
+
+def _budget(spec: str | None, default: ReaderBudget) -> ReaderBudget:
+    """Parse ``pages=3,raw_nodes=12,images=8,text_tokens=12288`` over the default budget."""
+    if not spec:
+        return default
+    values = dict(zip(("pages", "raw_nodes", "images", "text_tokens"), default.as_tuple()))
+    for part in spec.split(","):
+        key, _, value = part.partition("=")
+        if key.strip() not in values or not value.strip().isdigit():
+            from .errors import InvalidInput
+
+            raise InvalidInput("--budget", f"cannot read {part!r}",
+                               fix="write e.g. --budget raw_nodes=6,text_tokens=2000 (keys: pages, raw_nodes, "
+                                   "images, text_tokens)")
+        values[key.strip()] = int(value)
+    return ReaderBudget(**values)
+
+
+def _open(args, namespace: str | None = None):
+    from .memory import Memory
+
+    return Memory(args.store, namespace or args.namespace, config=_config(args))
+
+
+# -- commands -------------------------------------------------------------------------------------
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    if args.store_given:
+        run_demo(args.store, dataset_dir=args.dataset_out, config=_config(args))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="c3m-demo-") as tmp:
+        run_demo(Path(tmp) / "store", dataset_dir=args.dataset_out, config=_config(args))
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from .dataset import validate_dataset
+
+    problems = validate_dataset(args.dataset)
+    for p in problems:
+        print(f"error: {p}", file=sys.stderr)
+    print(f"{args.dataset}: {'OK' if not problems else f'{len(problems)} problem(s)'}")
+    return 2 if problems else 0
+
+
+def cmd_ingest(args) -> int:
+    from tqdm import tqdm
+
+    from .dataset import iter_histories, validate_dataset
+    from .memory import Memory
+
+    problems = validate_dataset(args.dataset)  # fail before writing anything
+    if problems:
+        for p in problems[:20]:
+            print(f"error: {p}", file=sys.stderr)
+        print(f"{len(problems)} problem(s) in {args.dataset}; nothing was ingested", file=sys.stderr)
+        return 2
+    cfg, models = _config(args), None
+    totals = {"histories": 0, "sessions_new": 0, "sessions_unchanged": 0, "raw_nodes": 0, "images": 0}
+    histories = list(iter_histories(args.dataset))
+    bar = tqdm(total=sum(len(h.sessions) for h in histories), desc="ingest", unit="session",
+               disable=args.quiet)
+    for history in histories:
+        namespace = args.namespace if args.namespace else f"{args.namespace_prefix}{history.id}"
+        with Memory(args.store, namespace, config=cfg, models=models) as mem:
+            models = mem.models  # load weights once for all histories
+            for session in history.sessions:  # questions stay in the dataset: the write path never sees them
+                res = mem.add_session(session)
+                totals["sessions_new" if res.created else "sessions_unchanged"] += 1
+                totals["raw_nodes"] += res.raw_nodes if res.created else 0
+                totals["images"] += res.images if res.created else 0
+                bar.update(1)
+        totals["histories"] += 1
+    bar.close()
+    print(json.dumps(totals) if args.json else
+          f"ingested {totals['histories']} histories: {totals['sessions_new']} new sessions "
+          f"({totals['sessions_unchanged']} already stored), {totals['raw_nodes']} Raw Nodes, "
+          f"{totals['images']} images -> {args.store}")
+    return 0
+
+
+def cmd_ask(args) -> int:
+    with _open(args) as mem:
+        budget = _budget(args.budget, mem.config.reader_budget)
+        answer = mem.ask(args.question, budget)
+        ctx = answer.context
+        if args.json:
+            print(json.dumps({"answer": answer.text, "answerer": answer.answerer, "cited": list(answer.cited),
+                              "use": as_json_dict(ctx.use), "budget": as_json_dict(ctx.budget),
+                              "items": [as_json_dict(i) for i in ctx.items], "trace": ctx.trace.to_dict()},
+                             indent=2))
+            return 0
+        print(f"Q: {args.question}\nA: {answer.text}\n")
+        print(f"context ({mem.method_name}, answerer {answer.answerer}):")
+        for item in ctx.items:
+            p = item.provenance
+            imgs = "".join(f" [image {im.sha256[:12]} {im.width}x{im.height}]" for im in item.images)
+            mark = " *" if item.node_id in answer.cited else ""
+            print(f"  {p.session_id}#{p.turn_index} {p.time:%Y-%m-%d %H:%M} {item.role:9s} {item.score:6.3f}{mark} "
+                  f"{item.text[:100]}{imgs}")
+        u, b = ctx.use, ctx.budget
+        print(f"\nbudget use: pages {u.pages}/{b.pages}, raw nodes {u.raw_nodes}/{b.raw_nodes}, images "
+              f"{u.images}/{b.images}, text tokens {u.text_tokens}/{b.text_tokens} ({mem.models.token_counter.name})")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from .store import ColdStore
+
+    if args.namespace is None:
+        with ColdStore(args.store, create=False) as store:
+            rows = [{"namespace": ns, **store.namespace_stats(ns), "methods": store.snapshot_methods(ns)}
+                    for ns in store.namespaces()]
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            print(f"store {args.store}: {len(rows)} namespace(s)")
+            for r in rows:
+                print(f"  {r['namespace']}: {r['sessions']} sessions, {r['raw_nodes']} Raw Nodes, {r['images']} "
+                      f"images, snapshots for {', '.join(r['methods']) or '-'}")
+            print("pick one with --namespace NS")
+        return 0
+    with _open(args) as mem:
+        snap = mem.snapshot(args.version)
+        if snap is None:
+            from .errors import InvalidInput
+
+            raise InvalidInput("--version", f"no snapshot {args.version} for {mem.method_name}",
+                               fix=f"choose from {mem.store.snapshot_versions(mem.namespace, mem.method_name)}")
+        info = {"stats": mem.stats(), "snapshot": {"version": snap.version, "after_session": snap.session_id,
+                                                   "created_at": snap.created_at, "pointers": len(snap.pointers),
+                                                   "complete_provenance": snap.complete_provenance},
+                "sessions": [{"seq": s.seq, "id": s.session_id, "time": s.time.isoformat(), "turns": s.n_turns}
+                             for s in mem.sessions()],
+                "maintenance": mem.store.maintenance_log(mem.namespace, mem.method_name, version=args.version)}
+        if args.json:
+            info["state"] = snap.state
+            print(json.dumps(info, indent=2, default=str))
+            return 0
+        st = info["stats"]
+        print(f"namespace {st['namespace']}  method {st['method']}  version {st['version']}: {st['sessions']} "
+              f"sessions, {st['raw_nodes']} Raw Nodes ({st['redacted_nodes']} redacted), {st['images']} images")
+        print(f"snapshot after session {snap.session_id} (v{snap.version}): {len(snap.pointers)} Raw-Node "
+              f"pointers, complete provenance: {snap.complete_provenance}")
+        for k, v in st.items():
+            if k not in ("namespace", "method", "version", "sessions", "raw_nodes", "redacted_nodes", "images"):
+                print(f"  {k}: {v}")
+        print("sessions:")
+        for s in info["sessions"]:
+            print(f"  {s['seq']:>4}  {s['id']:<16} {s['time']}  {s['turns']} turns")
+        print(f"maintenance log ({len(info['maintenance'])} action(s)):")
+        for m in info["maintenance"][-20:]:
+            print(f"  v{m['version']} {m['session_id']}: {m['action']} {json.dumps(m['detail'])}")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from .store import ColdStore, verify_store
+
+    with ColdStore(args.store, create=False) as store:
+        report = verify_store(store, check_blob_hashes=not args.fast)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report)
+    return 0 if report.ok else 1
+
+
+def cmd_forget(args) -> int:
+    with _open(args) as mem:
+        rep = mem.forget(node_ids=args.node or (), session_id=args.session, reason=args.reason)
+    print(f"redacted {len(rep.node_ids)} Raw Node(s) in {rep.namespace}; deleted {rep.blobs_deleted} image blob(s); "
+          f"dropped {rep.snapshots_dropped} derived snapshot(s) (rebuilt from the redacted store)")
+    return 0
+
+
+def cmd_methods(args) -> int:
+    from .methods import METHOD_NAMES, available_methods
+
+    have = set(available_methods())
+    for name in METHOD_NAMES:
+        print(f"  {name:<14} {'available' if name in have else 'planned'}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from .errors import C3MError as Err
+
+    raise Err("the evaluation harness (chronological replay, metrics, reports) is not in this release",
+              fix="use `c3m demo` or the Python API for now; `c3m eval` arrives with the evaluation issue (#4)")
+
+
+# -- parser ---------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="c3m", description="Cross-session multimodal memory for LLM/VLM agents: "
+                                "immutable Cold Store + bounded index + budgeted, provenance-linked retrieval.")
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"c3m {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp, namespace=True, method=True):
+        sp.add_argument("--store", default=os.environ.get("C3M_STORE", DEFAULT_STORE),
+                        help="store folder (default: $C3M_STORE or ./c3m-store)")
+        if namespace:
+            sp.add_argument("--namespace", "-n", default=os.environ.get("C3M_NAMESPACE", "default"),
+                            help="namespace: one per user/agent (default: $C3M_NAMESPACE or 'default')")
+        if method:
+            sp.add_argument("--method", help="memory method (see `c3m methods`)")
+            sp.add_argument("--text-embedder", choices=("auto", "minilm", "hashing"),
+                            help="text embedder backend (default auto: packaged MiniLM, else hashing)")
+            sp.add_argument("--config", help="TOML/YAML file with MemoryConfig fields")
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sp = sub.add_parser("demo", help="build a small multimodal history, ingest it, answer questions with provenance",
+                        description="Builds a six-session history with drawn images, ingests it session by "
+                                    "session, asks six questions and prints answers, their provenance and budget "
+                                    "use. Uses a temporary store unless --store is given.")
+    common(sp, namespace=False)
+    sp.add_argument("--dataset-out", help="also write the demo history as a dataset folder here")
+    sp.set_defaults(func=cmd_demo)
+
+    sp = sub.add_parser("validate", help="check a dataset folder (episodes.jsonl + images) and list every problem")
+    sp.add_argument("dataset", help="dataset folder or its episodes.jsonl")
+    sp.set_defaults(func=cmd_validate)
+
+    sp = sub.add_parser("ingest", help="validate a dataset, then add its histories session by session",
+                        description="Each history goes to its own namespace (<prefix><history id>) unless "
+                                    "--namespace is given. Re-ingesting the same sessions is a no-op.")
+    common(sp, namespace=False)
+    sp.add_argument("dataset", help="dataset folder or its episodes.jsonl (DESIGN.md §5)")
+    sp.add_argument("--namespace", "-n", help="put every history into this one namespace")
+    sp.add_argument("--namespace-prefix", default="", help="prefix for per-history namespaces")
+    sp.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    sp.set_defaults(func=cmd_ingest)
+
+    sp = sub.add_parser("ask", help="answer a question from memory; print context items with provenance and budget use")
+    common(sp)
+    sp.add_argument("question")
+    sp.add_argument("--budget", help="reader budget override, e.g. raw_nodes=6,text_tokens=2000")
+    sp.set_defaults(func=cmd_ask)
+
+    sp = sub.add_parser("inspect", help="show namespaces, or one namespace's index snapshot, sessions and log",
+                        description="Without --namespace lists namespaces. With it shows the index after the "
+                                    "latest session (or --version N: after the N-th session).")
+    common(sp)
+    sp.set_defaults(namespace=os.environ.get("C3M_NAMESPACE"))
+    sp.add_argument("--version", type=int, dest="version", help="snapshot after this session number")
+    sp.set_defaults(func=cmd_inspect)
+
+    sp = sub.add_parser("verify", help="fsck: check every blob hash, Raw Node, session and snapshot pointer")
+    common(sp, namespace=False, method=False)
+    sp.add_argument("--fast", action="store_true", help="check blobs exist without re-hashing them")
+    sp.set_defaults(func=cmd_verify)
+
+    sp = sub.add_parser("forget", help="redact Raw Nodes for privacy (logged; derived index data is rebuilt)")
+    common(sp)
+    sp.add_argument("--node", action="append", help="Raw Node id (repeatable)")
+    sp.add_argument("--session", help="redact every turn of this session")
+    sp.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    sp.set_defaults(func=cmd_forget)
+
+    sp = sub.add_parser("methods", help="list memory methods and which are available")
+    sp.set_defaults(func=cmd_methods)
+
+    sp = sub.add_parser("eval", help="evaluate a method on a dataset (arrives with the evaluation harness)")
+    sp.add_argument("--method")
+    sp.add_argument("--dataset")
+    sp.set_defaults(func=cmd_eval)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    args.store_given = any(a == "--store" or a.startswith("--store=") for a in argv) or "C3M_STORE" in os.environ
+    try:
+        return args.func(args)
+    except C3MError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.fix:
+            print(f"  fix: {exc.fix}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
