@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from c3m.dataset import (ImageLimits, history_from_dict, history_to_dict, iter_histories, load_dataset,
                          validate_dataset, write_dataset)
@@ -361,8 +362,14 @@ def test_write_then_load_round_trips(tmp_path):
     # loaded histories write back unchanged and reload equal
     write_dataset(loaded, folder)
     assert load_dataset(folder) == loaded
+    # writing to another folder copies the images in
     copy = write_dataset(loaded, tmp_path / "copy")
-    assert [history_to_dict(h, copy) for h in load_dataset(copy)] == [history_to_dict(h, folder) for h in loaded]
+    copied = load_dataset(copy)
+    assert [strip(h) for h in copied] == [strip(h) for h in original]
+    pairs = [(a, b) for h, g in zip(copied, loaded) for s, r in zip(h.sessions, g.sessions)
+             for t, u in zip(s.turns, r.turns) for a, b in zip(t.images, u.images, strict=True)]
+    assert len(pairs) == 4
+    assert all(a.is_relative_to(copy.resolve()) and a.read_bytes() == b.read_bytes() for a, b in pairs)
 
 
 def test_dict_round_trip(tmp_path):
@@ -423,3 +430,33 @@ def test_written_file_is_one_json_object_per_line(tmp_path):
 def test_image_limits_must_be_positive():
     with pytest.raises(InvalidInput, match="positive"):
         ImageLimits(max_bytes=0)
+
+
+def test_image_path_with_nul_is_reported_not_raised(tmp_path):
+    check(only_problem(with_image(tmp_path, "images/a\u0000.png")), FIELD, 2, "relative to that folder",
+          "cannot be read")
+
+
+def test_deeply_nested_json_is_reported(tmp_path):
+    folder = make_dataset(tmp_path / "ds", [history_dict(), "[" * 100_000 + "]" * 100_000])
+    check(only_problem(folder), "(line)", 2, "one JSON object per line", "nested too deeply")
+
+
+_ids = st.text(min_size=1, max_size=12)
+_text = st.text(max_size=30)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(hid=_ids, sids=st.lists(_ids, min_size=1, max_size=3, unique=True), text=_text,
+       role=st.sampled_from(["user", "assistant", "system"]), with_image=st.booleans())
+def test_any_ids_and_text_round_trip(tmp_path_factory, hid, sids, text, role, with_image):
+    """Arbitrary unicode ids and text (including line separators) survive write + load."""
+    folder = tmp_path_factory.mktemp("rt")
+    t0 = datetime(2026, 1, 1)
+    images = (png_bytes(),) if with_image else ()
+    sessions = tuple(Session(sid, t0.replace(day=i + 1), (Turn(role, text, images),)) for i, sid in enumerate(sids))
+    question = Question(hid, text or "?", text, "TR", None, (EvidenceRef(sids[-1], 0),))
+    write_dataset([History(hid, sessions, (question,))], folder)
+    (loaded,) = load_dataset(folder)
+    assert (loaded.id, [s.id for s in loaded.sessions], loaded.questions) == (hid, sids, (question,))
+    assert all(t.text == text and len(t.images) == len(images) for s in loaded.sessions for t in s.turns)

@@ -126,7 +126,14 @@ def _check_image(rel: str, root: Path, limits: ImageLimits) -> tuple[Path | None
         return None, f"is an absolute path ({rel}); images must be inside the dataset folder", _IMAGE_FIX
     if ".." in pure.parts:
         return None, f"contains '..' ({rel}) and could point outside the dataset folder", _IMAGE_FIX
-    candidate = root / pure
+    try:
+        return _check_file(rel, root, root / pure, limits)
+    except (OSError, ValueError) as exc:  # unreadable, name too long, embedded NUL...
+        return None, f"cannot be read ({rel}: {exc})", _IMAGE_FIX
+
+
+def _check_file(rel: str, root: Path, candidate: Path, limits: ImageLimits) -> tuple[Path | None, str, str]:
+    """The file-system half of ``_check_image``: symlinks, existence, size, Pillow."""
     resolved = candidate.resolve()
     if not resolved.is_relative_to(root):
         return None, (f"resolves outside the dataset folder ({rel} -> {resolved}) through a symlink"), \
@@ -253,7 +260,8 @@ def _history(p: _Problems, obj: Any, ctx: _Context) -> History | None:
                           '[{"id": "s1", "time": "2026-03-02T10:00:00", "turns": [...]}]', nonempty=True)
     sessions: list[Session | None] = []
     session_index: dict[str, int] = {}
-    turn_counts: dict[str, int] | None = {}
+    # session id -> number of turns, for checking evidence; None once the sessions are too broken to tell
+    turn_counts: dict[str, int] | None = {} if raw_sessions else None
     previous: tuple[int, datetime] | None = None
     for i, s in enumerate(raw_sessions or []):
         path = f"sessions[{i}]"
@@ -267,6 +275,7 @@ def _history(p: _Problems, obj: Any, ctx: _Context) -> History | None:
         if sid is not None and sid in session_index:
             p.add(f"{path}.id", f"duplicate session id {sid!r} (also sessions[{session_index[sid]}])",
                   "give each session of a history a unique id")
+            turn_counts = None
         elif sid is not None:
             session_index[sid] = i
         when = _time(p, s, "time", f"{path}.time", required=True)
@@ -347,8 +356,9 @@ def _scan(path: str | Path, limits: ImageLimits) -> Iterator[tuple[History | Non
             nonblank += 1
             try:
                 obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                p.add("(line)", f"is not valid JSON: {exc.msg} at column {exc.colno}",
+            except (json.JSONDecodeError, RecursionError) as exc:
+                where = f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                p.add("(line)", f"is not valid JSON: {where}",
                       "write exactly one JSON object per line (double-quoted strings and keys, no trailing "
                       "commas, no line breaks inside an object)")
                 yield None, p.items
@@ -451,7 +461,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 def _safe_name(name: str) -> str:
     """A file-name-safe form of an id; ids that needed changing get a hash suffix to stay distinct."""
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
+    if re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,99}", name):  # lower case: safe on case-insensitive disks
         return name
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")[:60]
     return f"{cleaned}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
