@@ -208,10 +208,28 @@ def cmd_methods(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .errors import C3MError as Err
+    from .dataset import load_dataset
+    from .eval import evaluate, summarize
 
-    raise Err("the evaluation harness (chronological replay, metrics, reports) is not in this release",
-              fix="use `c3m demo` or the Python API for now; `c3m eval` arrives with the evaluation issue (#4)")
+    histories = load_dataset(args.dataset)
+    cfg = _config(args)
+    budget = _budget(args.budget, cfg.reader_budget)
+    if args.store_given:
+        results = evaluate(histories, args.store, config=cfg, budget=budget, progress=not args.json)
+    else:
+        with tempfile.TemporaryDirectory(prefix="c3m-eval-") as tmp:
+            results = evaluate(histories, Path(tmp) / "store", config=cfg, budget=budget, progress=not args.json)
+    table = summarize(results)
+    if args.json:
+        print(json.dumps({"method": cfg.method, "budget": as_json_dict(budget), "metrics": table}, indent=2))
+        return 0
+    print(f"method {cfg.method}, reader budget {budget}; oracle-reader accuracy = all gold evidence in context "
+          "(evidence-only, no answerer; n/a for AR)")
+    cols = ("n", "support_recall", "oracle_reader_acc", "text_tokens", "images", "read_ms_p50", "read_ms_p95")
+    print(f"{'category':<9}" + "".join(f"{c:>19}" for c in cols))
+    for cat, row in table.items():
+        print(f"{cat:<9}" + "".join(f"{('n/a' if row[c] is None else row[c])!s:>19}" for c in cols))
+    return 0
 
 
 # -- parser ---------------------------------------------------------------------------------------
@@ -287,9 +305,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("methods", help="list memory methods and which are available")
     sp.set_defaults(func=cmd_methods)
 
-    sp = sub.add_parser("eval", help="evaluate a method on a dataset (arrives with the evaluation harness)")
-    sp.add_argument("--method")
-    sp.add_argument("--dataset")
+    sp = sub.add_parser("eval", help="replay a dataset session by session, then score retrieval per category",
+                        description="Chronological replay: each history's sessions go through the write path "
+                                    "(questions hidden), then its questions through the read path. Reports Support "
+                                    "Recall, oracle-reader accuracy (evidence-only), tokens, images, read latency. "
+                                    "Uses a temporary store unless --store is given.")
+    common(sp, namespace=False)
+    sp.add_argument("--dataset", required=True, help="dataset folder (DESIGN.md §5)")
+    sp.add_argument("--budget", help="reader budget override, e.g. raw_nodes=6,text_tokens=2000")
     sp.set_defaults(func=cmd_eval)
     return p
 

@@ -1,0 +1,96 @@
+"""The command line end to end: demo, validate, ingest, ask, inspect, verify, forget, eval, errors."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from c3m.cli import main
+from c3m.dataset import write_dataset
+from c3m.demo import demo_history
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ds") / "demo"
+    write_dataset([demo_history()], root)
+    return root
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_demo_prints_answers_with_provenance(tmp_path, capsys):
+    code, out, _ = run(capsys, "demo", "--store", tmp_path / "s", "--text-embedder", "hashing")
+    assert code == 0
+    assert out.count("Q: ") == 6 and out.count("A: ") == 6
+    assert "session s4 turn 0" in out and "budget: pages" in out and "verify: OK" in out
+
+
+def test_ingest_ask_inspect_verify_forget(dataset, tmp_path, capsys):
+    store = tmp_path / "s"
+    common = ["--store", store, "--text-embedder", "hashing"]
+    code, out, _ = run(capsys, "ingest", dataset, *common, "--quiet")
+    assert code == 0 and "6 new sessions" in out
+    code, out, _ = run(capsys, "ingest", dataset, *common, "--quiet")
+    assert code == 0 and "0 new sessions (6 already stored)" in out
+
+    code, out, _ = run(capsys, "ask", "Which shop is under the McDonald's sign?", "-n", "demo-user", *common,
+                       "--json", "--budget", "raw_nodes=3,text_tokens=200")
+    data = json.loads(out)
+    assert code == 0 and "WEGO" in data["answer"]
+    assert data["use"]["raw_nodes"] <= 3 and data["use"]["text_tokens"] <= 200
+    assert all({"session_id", "turn_index", "time"} <= set(i["provenance"]) for i in data["items"])
+
+    code, out, _ = run(capsys, "inspect", "--store", store)
+    assert code == 0 and "demo-user: 6 sessions, 12 Raw Nodes, 5 images" in out
+    code, out, _ = run(capsys, "inspect", "-n", "demo-user", *common, "--version", 2)
+    assert code == 0 and "snapshot after session s2 (v2): 4 Raw-Node pointers" in out
+
+    code, out, _ = run(capsys, "verify", "--store", store)
+    assert code == 0 and "verify: OK" in out
+    code, out, _ = run(capsys, "forget", "-n", "demo-user", "--session", "s5", "--reason", "test", *common)
+    assert code == 0 and "redacted 2 Raw Node(s)" in out
+    code, out, _ = run(capsys, "ask", "Which shop is under the McDonald's sign?", "-n", "demo-user", *common)
+    assert "WEGO" not in out
+
+    blob = next((store / "blobs").glob("??/*"))
+    blob.write_bytes(b"corrupted")
+    code, out, _ = run(capsys, "verify", "--store", store)
+    assert code == 1 and "FAILED" in out
+
+
+def test_eval_reports_per_category(dataset, capsys):
+    code, out, _ = run(capsys, "eval", "--dataset", dataset, "--text-embedder", "hashing", "--json")
+    data = json.loads(out)
+    assert code == 0 and set(data["metrics"]) == {"IE", "MSR", "TR", "KU", "AR", "overall"}
+    assert data["metrics"]["AR"]["oracle_reader_acc"] is None
+    assert 0.0 <= data["metrics"]["overall"]["support_recall"] <= 1.0
+
+
+def test_errors_name_the_fix(tmp_path, capsys):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "episodes.jsonl").write_text('{"id": "h1", "sessions": [{"id": "s1", "time": "yesterday", '
+                                        '"turns": [{"role": "robot", "text": "hi"}]}]}\n')
+    code, out, err = run(capsys, "validate", bad)
+    assert code == 2 and "time" in err and "role" in err and "2 problem(s)" in out
+    code, _, err = run(capsys, "ingest", bad, "--store", tmp_path / "s")
+    assert code == 2 and "nothing was ingested" in err and not (tmp_path / "s").exists()
+    code, _, err = run(capsys, "ask", "q?", "--store", tmp_path / "s2", "--method", "resum")
+    assert code == 2 and "fix:" in err
+    code, _, err = run(capsys, "verify", "--store", tmp_path / "missing")
+    assert code == 2 and "no c3m store" in err
+    code, _, err = run(capsys, "ask", "q?", "--store", tmp_path / "s3", "--budget", "tokens=5")
+    assert code == 2 and "--budget" in err
+
+
+def test_help_explains_every_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for cmd in ("demo", "validate", "ingest", "ask", "inspect", "verify", "forget", "methods", "eval"):
+        assert cmd in out
