@@ -156,10 +156,16 @@ class ColdStore:
         self.conn = sqlite3.connect(db, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        self.conn.execute("PRAGMA journal_mode = WAL")
+        self._in_txn = False
+        _retry_locked(self._setup, busy_timeout_s)
+
+    def _setup(self) -> None:
+        # Switching to WAL needs an exclusive lock and SQLite does not call the busy handler for it, so
+        # several processes creating one store at once must retry (see _retry_locked).
+        if self.conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = FULL")
         self.conn.execute("PRAGMA foreign_keys = ON")
-        self._in_txn = False
         self._init_schema()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -451,6 +457,23 @@ class ColdStore:
                 list(blobs))} if blobs else set()
         deleted = sum(self.blobs.delete(sha) for sha in blobs - still_used)  # after commit: never dangling
         return ForgetReport(namespace, tuple(targets), deleted, dropped)
+
+
+def _retry_locked(fn, timeout_s: float) -> None:
+    """Run ``fn``, retrying with jittered backoff while another process holds the database lock."""
+    import random
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    delay = 0.01
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 0.5)
 
 
 def _session_record(row: sqlite3.Row) -> SessionRecord:
