@@ -208,27 +208,28 @@ def cmd_methods(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .dataset import load_dataset
-    from .eval import evaluate, summarize
+    from .eval import make_header, run_eval, write_report
 
-    histories = load_dataset(args.dataset)
     cfg = _config(args)
     budget = _budget(args.budget, cfg.reader_budget)
-    if args.store_given:
-        results = evaluate(histories, args.store, config=cfg, budget=budget, progress=not args.json)
-    else:
-        with tempfile.TemporaryDirectory(prefix="c3m-eval-") as tmp:
-            results = evaluate(histories, Path(tmp) / "store", config=cfg, budget=budget, progress=not args.json)
-    table = summarize(results)
+    methods = args.methods or [cfg.method]
+    everything = run_eval(args.dataset, methods, args.out, config=cfg, budget=budget, workers=args.workers,
+                          progress=not args.json, limit=args.limit)
+    header = make_header(cfg, budget, seed=args.seed)
+    metrics = write_report(everything, args.out, header)
     if args.json:
-        print(json.dumps({"method": cfg.method, "budget": as_json_dict(budget), "metrics": table}, indent=2))
+        print(json.dumps(metrics, indent=2))
         return 0
-    print(f"method {cfg.method}, reader budget {budget}; oracle-reader accuracy = all gold evidence in context "
-          "(evidence-only, no answerer; n/a for AR)")
-    cols = ("n", "support_recall", "oracle_reader_acc", "text_tokens", "images", "read_ms_p50", "read_ms_p95")
-    print(f"{'category':<9}" + "".join(f"{c:>19}" for c in cols))
-    for cat, row in table.items():
-        print(f"{cat:<9}" + "".join(f"{('n/a' if row[c] is None else row[c])!s:>19}" for c in cols))
+    print(f"report: {Path(args.out) / 'report.md'}  metrics: {Path(args.out) / 'metrics.json'}")
+    print("oracle-reader accuracy = all gold evidence in the context (evidence-only, no answerer); "
+          "AR: no misleading item")
+    cols = ("oracle_reader_acc", "support_recall", "route_hit", "text_tokens", "images")
+    print(f"{'method':<12}{'length':>7}{'category':>9}" + "".join(f"{c:>19}" for c in cols))
+    for method, by_len in metrics.items():
+        for length, table in by_len.items():
+            for cat, row in table.items():
+                cells = ["–" if row[c]["mean"] is None else f"{row[c]['mean']:.3f}" for c in cols]
+                print(f"{method:<12}{length:>7}{cat:>9}" + "".join(f"{c:>19}" for c in cells))
     return 0
 
 
@@ -305,14 +306,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("methods", help="list memory methods and which are available")
     sp.set_defaults(func=cmd_methods)
 
-    sp = sub.add_parser("eval", help="replay a dataset session by session, then score retrieval per category",
+    sp = sub.add_parser("eval", help="replay datasets session by session through methods; write a report",
                         description="Chronological replay: each history's sessions go through the write path "
-                                    "(questions hidden), then its questions through the read path. Reports Support "
-                                    "Recall, oracle-reader accuracy (evidence-only), tokens, images, read latency. "
-                                    "Uses a temporary store unless --store is given.")
+                                    "(questions hidden; opening the dataset at write time is refused), then its "
+                                    "questions through the read path. Writes report.md (Table-1 layout), "
+                                    "metrics.json and plots to --out; rerunning continues a killed run.")
     common(sp, namespace=False)
-    sp.add_argument("--dataset", required=True, help="dataset folder (DESIGN.md §5)")
+    sp.add_argument("--dataset", action="append", required=True, help="dataset folder (repeat for several lengths)")
+    sp.add_argument("--methods", nargs="+", help="several methods to compare (default: --method)")
+    sp.add_argument("--out", default="c3m-eval", help="results folder (default ./c3m-eval); resumable")
     sp.add_argument("--budget", help="reader budget override, e.g. raw_nodes=6,text_tokens=2000")
+    sp.add_argument("--workers", type=int, default=1, help="parallel worker processes over histories")
+    sp.add_argument("--limit", type=int, help="only the first N histories of each dataset")
+    sp.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     sp.set_defaults(func=cmd_eval)
     return p
 

@@ -63,12 +63,15 @@ def test_ingest_ask_inspect_verify_forget(dataset, tmp_path, capsys):
     assert code == 1 and "FAILED" in out
 
 
-def test_eval_reports_per_category(dataset, capsys):
-    code, out, _ = run(capsys, "eval", "--dataset", dataset, "--text-embedder", "hashing", "--json")
+def test_eval_reports_per_category(dataset, tmp_path, capsys):
+    code, out, _ = run(capsys, "eval", "--dataset", dataset, "--text-embedder", "hashing", "--json",
+                       "--out", tmp_path / "ev")
     data = json.loads(out)
-    assert code == 0 and set(data["metrics"]) == {"IE", "MSR", "TR", "KU", "AR", "overall"}
-    assert data["metrics"]["AR"]["oracle_reader_acc"] is None
-    assert 0.0 <= data["metrics"]["overall"]["support_recall"] <= 1.0
+    (length, table), = data["dense-topk"].items()
+    assert code == 0 and set(table) == {"IE", "MSR", "TR", "KU", "AR", "overall"}
+    assert table["AR"]["support_recall"]["mean"] is None and table["AR"]["oracle_reader_acc"]["n"] == 1
+    assert 0.0 <= table["overall"]["support_recall"]["mean"] <= 1.0
+    assert (tmp_path / "ev" / "report.md").is_file() and (tmp_path / "ev" / "metrics.json").is_file()
 
 
 def test_errors_name_the_fix(tmp_path, capsys):

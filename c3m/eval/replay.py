@@ -1,83 +1,113 @@
-"""Chronological replay (C3M §3.1): sessions one by one, then every question of the history.
+"""Chronological replay of one history (C3M §3.1), with query-blindness enforced.
 
-The write path is handed sessions only (``Memory.add_session``); questions reach the method solely
-through ``retrieve`` after the last session. Metrics here are evidence-based and need no answerer:
-
-- **Support Recall**: share of a question's gold evidence turns present in the final context.
-- **oracle-reader accuracy**: 1 iff *all* gold evidence turns are in the context, i.e. a perfect reader
-  could answer. It is undefined for AR (refusal) questions, which have no evidence, and reported as such.
-  Always labelled "oracle-reader", never mixed with judged answer accuracy.
+The write phase hands the method ``Session`` objects only (through ``Memory.add_session``); the
+history's questions are split off *before* it starts. While it runs, an audit hook refuses any attempt
+to open the dataset's files (where the questions live), so a method cannot peek at questions, answers
+or later sessions; such a method fails the run with ``QueryBlindnessViolation``. Then every question is
+asked once, through ``retrieve`` only.
 """
 from __future__ import annotations
 
+import re
+import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from ..config import MemoryConfig
+from ..errors import C3MError
+from ..models import Models
+from ..store.cold import NAMESPACE_RE
 from ..types import History, ReaderBudget
+from .metrics import QuestionResult, score_context
 
 
-@dataclass(frozen=True)
-class QuestionResult:
+class QueryBlindnessViolation(C3MError):
+    """A memory method tried to read the dataset (questions, answers, future sessions) at write time."""
+
+
+class _WriteGuard:
+    """Process-wide audit hook, armed per thread only during a write phase (hooks cannot be removed)."""
+
+    _installed = False
+    _local = threading.local()
+
+    @classmethod
+    def install(cls) -> None:
+        if not cls._installed:
+            sys.addaudithook(cls._hook)
+            cls._installed = True
+
+    @classmethod
+    def _hook(cls, event: str, args: tuple) -> None:
+        guarded = getattr(cls._local, "guarded", None)
+        if not guarded or event != "open" or not args or not isinstance(args[0], (str, bytes, Path)):
+            return
+        try:
+            target = Path(args[0] if not isinstance(args[0], bytes) else args[0].decode()).resolve()
+        except (OSError, ValueError):
+            return
+        if any(target == g or g in target.parents for g in guarded):
+            raise QueryBlindnessViolation(
+                f"the write path opened {target} during replay; methods may only see the sessions they are handed",
+                fix="build the index from observe()'s Raw Nodes only (no dataset, question or answer access)")
+
+    def __init__(self, paths):
+        self.paths = [Path(p).resolve() for p in paths if p is not None]
+
+    def __enter__(self):
+        self.install()
+        self._local.guarded = self.paths
+        return self
+
+    def __exit__(self, *exc):
+        self._local.guarded = None
+
+
+@dataclass
+class HistoryResult:
+    """Everything measured for one history under one method."""
+
     history: str
-    question_id: str
-    category: str
-    support_recall: float | None
-    oracle_reader: float | None
-    text_tokens: int
-    images: int
-    raw_nodes: int
-    read_seconds: float
+    method: str
+    length: str
+    questions: list[QuestionResult] = field(default_factory=list)
+    write_seconds: list[float] = field(default_factory=list)
+    raw_nodes: int = 0
+    pointers: int = 0
+    overflow_repairs: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "HistoryResult":
+        data = dict(data)
+        data["questions"] = [QuestionResult(**q) for q in data["questions"]]
+        return cls(**data)
 
 
-def evaluate(histories: list[History], store: str | Path, *, config: MemoryConfig | None = None,
-             budget: ReaderBudget | None = None, progress: bool = True) -> list[QuestionResult]:
-    from tqdm import tqdm
-
+def replay_history(history: History, store: str | Path, *, config: MemoryConfig, models: Models | None = None,
+                   budget: ReaderBudget | None = None, length: str = "?", guard_paths=()) -> HistoryResult:
+    """Write every session (questions hidden), then ask every question; returns the measurements."""
     from ..memory import Memory
 
-    results, models = [], None
-    bar = tqdm(total=sum(len(h.sessions) + len(h.questions) for h in histories), desc="eval", unit="step",
-               disable=not progress)
-    for history in histories:
-        with Memory(store, history.id, config=config, models=models) as mem:
-            models = mem.models
-            for session in history.sessions:  # write path: sessions only
-                mem.add_session(session)
-                bar.update(1)
-            for q in history.questions:  # read path: after the last session
+    sessions, questions = history.sessions, history.questions  # split before the write phase starts
+    result = HistoryResult(history.id, config.method, length)
+    namespace = history.id if NAMESPACE_RE.match(history.id) else "h-" + re.sub(r"[^A-Za-z0-9._-]", "_", history.id)[:100]
+    with Memory(store, namespace, config=config, models=models) as mem:
+        with _WriteGuard(guard_paths):
+            for session in sessions:
                 t0 = time.perf_counter()
-                ctx = mem.retrieve(q.question, budget)
-                dt = time.perf_counter() - t0
-                got = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items}
-                gold = {(e.session, e.turn) for e in q.evidence}
-                recall = len(gold & got) / len(gold) if gold else None
-                oracle = float(gold <= got) if gold else None
-                results.append(QuestionResult(history.id, q.id, q.category, recall, oracle, ctx.use.text_tokens,
-                                              ctx.use.images, ctx.use.raw_nodes, dt))
-                bar.update(1)
-    bar.close()
-    return results
-
-
-def summarize(results: list[QuestionResult]) -> dict[str, dict[str, float | int | None]]:
-    """Per category and overall: n, means of the metrics, read latency p50/p95 (ms)."""
-    out: dict[str, dict[str, float | int | None]] = {}
-    groups = sorted({r.category for r in results})
-    for name in groups + ["overall"]:
-        rows = [r for r in results if name in ("overall", r.category)]
-
-        def mean(values):
-            values = [v for v in values if v is not None]
-            return round(float(np.mean(values)), 4) if values else None
-
-        lat = np.array([r.read_seconds for r in rows]) * 1000
-        out[name] = {"n": len(rows), "support_recall": mean(r.support_recall for r in rows),
-                     "oracle_reader_acc": mean(r.oracle_reader for r in rows),
-                     "text_tokens": mean(r.text_tokens for r in rows), "images": mean(r.images for r in rows),
-                     "read_ms_p50": round(float(np.percentile(lat, 50)), 2) if len(lat) else None,
-                     "read_ms_p95": round(float(np.percentile(lat, 95)), 2) if len(lat) else None}
-    return out
+                mem.add_session(session)
+                result.write_seconds.append(time.perf_counter() - t0)
+        stats = mem.stats()
+        result.raw_nodes, result.pointers = stats["raw_nodes"], stats["pointers"]
+        result.overflow_repairs = sum(1 for m in mem.store.maintenance_log(mem.namespace, mem.method_name)
+                                      if m["action"] == "overflow_repair" and not m["detail"].get("replay"))
+        for q in questions:
+            t0 = time.perf_counter()
+            ctx = mem.retrieve(q.question, budget)
+            result.questions.append(score_context(namespace, q, ctx, time.perf_counter() - t0))
+    return result

@@ -88,7 +88,8 @@ class DenseTopK(MemoryMethod):
         trace = RouteTrace(
             self.name,
             candidates=tuple((self.node_ids[i], round(float(scores[i]), 4)) for i in order[:TRACE_CANDIDATES]),
-            expanded_nodes=tuple(n.node_id for n, _, _ in chosen),
+            # routing = the top raw_nodes by similarity; selection then applies the other budget limits
+            expanded_nodes=tuple(self.node_ids[i] for i in order[: budget.raw_nodes]),
             expanded_images=tuple(im.sha256 for n, _, _ in chosen for im in n.images),
             selected_nodes=tuple(n.node_id for n, _, _ in chosen),
             covered_sessions=tuple(dict.fromkeys(n.session_id for n, _, _ in chosen)),

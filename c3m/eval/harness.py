@@ -1,0 +1,141 @@
+"""The evaluation harness: methods × datasets, parallel over histories, resumable, rank-aware.
+
+Layout of an output folder::
+
+    OUT/results/<method>/<length>[.rank<r>].jsonl   one HistoryResult per line (appended, fsynced)
+    OUT/stores/<method>/<length>/<history>/         the Cold Store each history was replayed into
+    OUT/report.md, OUT/metrics.json, OUT/*.png      written by ``report.write_report``
+
+A killed run continues where it stopped: finished histories are read back from the results files, an
+unfinished history's store is wiped and replayed from its first session. Under ``torchrun`` (``RANK``
+and ``WORLD_SIZE`` set) each rank takes every WORLD_SIZE-th history and writes its own results file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+from ..config import MemoryConfig
+from ..types import History, ReaderBudget
+from .replay import HistoryResult, replay_history
+
+LENGTH_BUCKETS = {"32k": 32_000, "64k": 64_000, "128k": 128_000}
+
+
+def dataset_length(dataset: Path, histories: list[History]) -> str:
+    """The dataset's history-length label: its manifest's, else measured text tokens (approx counter)."""
+    manifest = dataset / "manifest.json"
+    if manifest.is_file():
+        length = json.loads(manifest.read_text()).get("length")
+        if length:
+            return str(length).lower()
+    from ..models.tokens import ApproxTokenCounter
+
+    count = ApproxTokenCounter().count
+    mean = sum(count(t.text) for h in histories for s in h.sessions for t in s.turns) / max(1, len(histories))
+    return f"{max(1, round(mean / 1000))}k"
+
+
+def _read_results(path: Path) -> list[HistoryResult]:
+    """Results already on disk; a torn last line (killed mid-write) is ignored."""
+    out = []
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(HistoryResult.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, TypeError, KeyError):
+                continue
+    return out
+
+
+def _append(path: Path, result: HistoryResult) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torn = path.is_file() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(("\n" if torn else "") + json.dumps(result.to_dict(), sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+@lru_cache(maxsize=4)
+def _models(text_embedder: str, token_counter: str, answerer: str):
+    """One set of loaded models per worker process."""
+    from ..models import Models
+
+    return Models.from_names(text_embedder, token_counter, answerer)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def _replay_job(history: History, store: str, config: MemoryConfig, budget: ReaderBudget | None, length: str,
+                guard: tuple[str, ...]) -> HistoryResult:
+    shutil.rmtree(store, ignore_errors=True)  # unfinished before: start this history from scratch
+    models = _models(config.text_embedder, config.token_counter, config.answerer)
+    return replay_history(history, store, config=config, models=models, budget=budget, length=length,
+                          guard_paths=guard)
+
+
+def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *, config: MemoryConfig | None = None,
+             budget: ReaderBudget | None = None, workers: int = 1, progress: bool = True,
+             limit: int | None = None) -> dict[str, dict[str, list[HistoryResult]]]:
+    """Replay every history of every dataset through every method; returns {method: {length: results}}."""
+    from tqdm import tqdm
+
+    from ..dataset import load_dataset
+
+    out = Path(out)
+    config = config or MemoryConfig()
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    suffix = f".rank{rank}" if world > 1 else ""
+    everything: dict[str, dict[str, list[HistoryResult]]] = {}
+    jobs = []
+    for ds in map(Path, datasets):
+        histories = load_dataset(ds)[:limit]
+        length = dataset_length(ds if ds.is_dir() else ds.parent, histories)
+        root = ds if ds.is_dir() else ds.parent
+        guard = tuple(str(p) for p in (root / "episodes.jsonl", root / "_hidden", root / "manifest.json"))
+        for method in methods:
+            res_file = out / "results" / _safe(method) / f"{_safe(length)}{suffix}.jsonl"
+            done = {r.history: r for r in _read_results(res_file)}
+            everything.setdefault(method, {}).setdefault(length, []).extend(done.values())
+            cfg = replace(config, method=method)
+            for i, h in enumerate(histories):
+                if i % world == rank and h.id not in done:
+                    store = out / "stores" / _safe(method) / _safe(length) / _safe(h.id)
+                    jobs.append((res_file, method, length, (h, str(store), cfg, budget, length, guard)))
+    bar = tqdm(total=len(jobs), desc="eval", unit="history", disable=not progress)
+    if workers <= 1:
+        for res_file, method, length, args in jobs:
+            result = _replay_job(*args)
+            _append(res_file, result)
+            everything[method][length].append(result)
+            bar.update(1)
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(_replay_job, *args): (res_file, method, length) for res_file, method, length, args
+                       in jobs}
+            for fut in as_completed(futures):
+                res_file, method, length = futures[fut]
+                result = fut.result()
+                _append(res_file, result)
+                everything[method][length].append(result)
+                bar.update(1)
+    bar.close()
+    return everything
+
+
+def load_results(out: str | Path) -> dict[str, dict[str, list[HistoryResult]]]:
+    """All results under OUT/results (every rank), for reporting."""
+    everything: dict[str, dict[str, list[HistoryResult]]] = {}
+    for path in sorted((Path(out) / "results").glob("*/*.jsonl")):
+        length = path.name.split(".")[0]
+        everything.setdefault(path.parent.name, {}).setdefault(length, []).extend(_read_results(path))
+    return everything

@@ -1,0 +1,108 @@
+"""The evaluation harness: query-blindness enforced, metrics, bootstrap, resume, parallel == serial, report."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from c3m.config import MemoryConfig
+from c3m.dataset import write_dataset
+from c3m.demo import demo_history
+from c3m.eval import QueryBlindnessViolation, bootstrap_ci, load_results, make_header, run_eval, write_report
+from c3m.methods import register
+from c3m.methods.dense_topk import DenseTopK
+
+CFG = MemoryConfig(text_embedder="hashing", token_counter="approx")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ds") / "demo"
+    h = demo_history()
+    write_dataset([h, type(h)("demo-user-2", h.sessions, h.questions)], root)
+    return root
+
+
+@register
+class PeekingMethod(DenseTopK):
+    """Cheats: reads the dataset file (with its questions) while observing a session."""
+
+    name = "test-peeking"
+    dataset_path = None
+
+    def observe(self, session_id, nodes):
+        open(self.dataset_path / "episodes.jsonl").read()
+        return super().observe(session_id, nodes)
+
+
+def test_harness_refuses_a_method_that_reads_questions_at_write_time(dataset, tmp_path):
+    PeekingMethod.dataset_path = dataset
+    with pytest.raises(QueryBlindnessViolation, match="write path opened"):
+        run_eval([dataset], ["test-peeking"], tmp_path / "out", config=CFG, progress=False)
+    # the same read is fine at question time: only the write phase is guarded
+    open(dataset / "episodes.jsonl").read()
+
+
+def test_metrics_and_report(dataset, tmp_path):
+    everything = run_eval([dataset], ["dense-topk"], tmp_path / "out", config=CFG, progress=False)
+    results = everything["dense-topk"]["1k"]
+    assert len(results) == 2 and all(len(r.questions) == 6 for r in results)
+    r = results[0]
+    assert r.pointers == r.raw_nodes == 12 and len(r.write_seconds) == 6 and r.overflow_repairs == 0
+    for q in r.questions:
+        if q.category == "AR":
+            assert q.support_recall is None and q.route_hit is None and q.oracle_reader_acc in (0.0, 1.0)
+        else:
+            assert 0 <= q.support_recall <= 1 and q.oracle_reader_acc == float(q.support_recall == 1.0)
+            assert q.route_hit >= (q.support_recall > 0)  # evidence in the context was routed first
+    header = make_header(CFG, None, seed=3, command="c3m eval --test")
+    metrics = write_report(everything, tmp_path / "out", header, n_boot=200)
+    data = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert data["header"]["command"] == "c3m eval --test" and data["metrics"] == json.loads(json.dumps(metrics))
+    overall = metrics["dense-topk"]["1k"]["overall"]
+    assert overall["support_recall"]["lo"] <= overall["support_recall"]["mean"] <= overall["support_recall"]["hi"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| Method | IE 1k | MSR 1k | TR 1k | KU 1k | AR 1k | Overall 1k |" in report
+    assert "c3m eval --test" in report
+
+
+def test_eval_resumes_where_it_stopped(dataset, tmp_path):
+    out = tmp_path / "out"
+    first = run_eval([dataset], ["dense-topk"], out, config=CFG, progress=False, limit=1)
+    assert [r.history for r in first["dense-topk"]["1k"]] == ["demo-user"]
+    res_file = out / "results" / "dense-topk" / "1k.jsonl"
+    with res_file.open("a") as fh:
+        fh.write('{"history": "demo-user-2", "torn')  # killed mid-write
+    again = run_eval([dataset], ["dense-topk"], out, config=CFG, progress=False)
+    histories = sorted(r.history for r in again["dense-topk"]["1k"])
+    assert histories == ["demo-user", "demo-user-2"]
+    assert sorted(r.history for r in load_results(out)["dense-topk"]["1k"]) == histories
+
+
+def test_parallel_equals_serial(dataset, tmp_path):
+    strip = lambda res: sorted((q.namespace, q.question_id, q.support_recall, q.route_hit, q.text_tokens)
+                               for r in res["dense-topk"]["1k"] for q in r.questions)
+    serial = run_eval([dataset], ["dense-topk"], tmp_path / "a", config=CFG, progress=False)
+    parallel = run_eval([dataset], ["dense-topk"], tmp_path / "b", config=CFG, progress=False, workers=2)
+    assert strip(serial) == strip(parallel)
+
+
+def test_torchrun_ranks_split_histories(dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        run_eval([dataset], ["dense-topk"], tmp_path / "out", config=CFG, progress=False)
+    files = sorted(p.name for p in (tmp_path / "out" / "results" / "dense-topk").iterdir())
+    assert files == ["1k.rank0.jsonl", "1k.rank1.jsonl"]
+    assert len(load_results(tmp_path / "out")["dense-topk"]["1k"]) == 2
+
+
+def test_bootstrap_is_a_cluster_bootstrap():
+    mean, lo, hi = bootstrap_ci([[1.0, 1.0, 1.0, 1.0], [0.0]], n_boot=2000)
+    assert mean == pytest.approx(0.8) and lo < mean < hi
+    assert bootstrap_ci([[0.5, 0.5]]) == (0.5, 0.5, 0.5)
+    rng = np.random.default_rng(0)
+    clusters = [list(rng.random(5)) for _ in range(40)]
+    m, lo, hi = bootstrap_ci(clusters)
+    assert lo < m < hi and hi - lo < 0.2
