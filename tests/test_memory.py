@@ -87,7 +87,7 @@ def test_empty_memory_and_bad_questions(store_path, models):
 
 
 def test_unknown_and_planned_methods_are_named(store_path, models):
-    assert "dense-topk" in available_methods() and set(available_methods()) <= set(METHOD_NAMES)
+    assert "dense-topk" in available_methods() and "dense-topk" in METHOD_NAMES
     with pytest.raises(InvalidInput, match="planned") as exc:
         Memory(store_path, "u", models=models, method="resum")
     assert "dense-topk" in exc.value.fix
