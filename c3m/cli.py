@@ -233,6 +233,26 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_convert(args) -> int:
+    from .eval.loaders import LOADERS, SUMMARY_FILE, convert
+
+    out = convert(args.kind, args.source, args.out)
+    summary = json.loads((Path(out) / SUMMARY_FILE).read_text())
+    print(json.dumps(summary, indent=2) if args.json else f"{args.kind} -> {out}: {summary}")
+    return 0
+
+
+def cmd_synth(args) -> int:
+    from .eval.synth import generate_dataset
+
+    out = generate_dataset(args.out, length=args.length, episodes=args.episodes, seed=args.seed, split=args.split,
+                           workers=args.workers, progress=not args.quiet)
+    manifest = json.loads((Path(out) / "manifest.json").read_text())
+    print(json.dumps(manifest, indent=2) if args.json else
+          f"wrote {args.episodes} histories of ~{args.length} text tokens to {out} (split {args.split}, seed {args.seed})")
+    return 0
+
+
 # -- parser ---------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="c3m", description="Cross-session multimodal memory for LLM/VLM agents: "
@@ -302,6 +322,32 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--session", help="redact every turn of this session")
     sp.add_argument("--reason", required=True, help="why (kept in the audit log)")
     sp.set_defaults(func=cmd_forget)
+
+    from .eval.loaders import LOADERS
+
+    sp = sub.add_parser("convert", help="convert a public benchmark (LoCoMo, LongMemEval, MemLens) into a c3m dataset",
+                        description="Reads the benchmark's own JSON and writes episodes.jsonl + images; images given "
+                                    "only as URLs are kept as captions + URL (nothing is downloaded).")
+    sp.add_argument("kind", choices=sorted(LOADERS))
+    sp.add_argument("source", help="the benchmark's JSON file")
+    sp.add_argument("out", help="output dataset folder")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(func=cmd_convert)
+
+    sp = sub.add_parser("synth", help="generate a synthetic multimodal cross-session benchmark (MemLens-style)",
+                        description="Deterministic from --seed: entities whose attributes change over time, rendered "
+                                    "images with details only in the picture, distractors, and IE/MSR/TR/KU/AR "
+                                    "questions with gold evidence. Hidden scene graphs go to OUT/_hidden/.")
+    sp.add_argument("out", help="output dataset folder")
+    sp.add_argument("--length", default="32k", help="text tokens per history: 32k, 64k, 128k or a number")
+    sp.add_argument("--episodes", type=int, default=10, help="number of histories")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--split", default="test", choices=("train", "dev", "test"),
+                    help="vocabulary/template pool (learned parts train on 'train', are scored on 'test')")
+    sp.add_argument("--workers", type=int, default=1, help="parallel worker processes")
+    sp.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    sp.add_argument("--json", action="store_true", help="print the manifest")
+    sp.set_defaults(func=cmd_synth)
 
     sp = sub.add_parser("methods", help="list memory methods and which are available")
     sp.set_defaults(func=cmd_methods)

@@ -72,8 +72,7 @@ class Memory:
 
     def sync(self) -> int:
         """Bring the in-memory index up to the store's latest session; returns the version."""
-        sessions = self.store.sessions(self.namespace)
-        head = sessions[-1].seq if sessions else 0
+        head = self.store.head_seq(self.namespace)
         if self._version == head:
             return head
         snap_version = self.store.latest_snapshot_version(self.namespace, self.method.name)

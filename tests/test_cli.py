@@ -97,3 +97,16 @@ def test_help_explains_every_command(capsys):
     out = capsys.readouterr().out
     for cmd in ("demo", "validate", "ingest", "ask", "inspect", "verify", "forget", "methods", "eval"):
         assert cmd in out
+
+
+def test_convert_then_eval_a_public_format(tmp_path, capsys):
+    from pathlib import Path
+
+    src = Path(__file__).parent / "fixtures" / "loaders" / "longmemeval.json"
+    code, out, _ = run(capsys, "convert", "longmemeval", src, tmp_path / "lme", "--json")
+    assert code == 0 and json.loads(out)["histories"] == 2
+    code, out, _ = run(capsys, "validate", tmp_path / "lme")
+    assert code == 0
+    code, out, _ = run(capsys, "eval", "--dataset", tmp_path / "lme", "--text-embedder", "hashing", "--out",
+                       tmp_path / "ev", "--json")
+    assert code == 0 and "dense-topk" in json.loads(out)

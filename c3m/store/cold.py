@@ -144,7 +144,11 @@ def read_image(image: ImageInput, field: str, *, max_bytes: int = DEFAULT_MAX_IM
 
 
 class ColdStore:
-    """An opened store folder. One SQLite connection per object; open one per process or thread."""
+    """An opened store folder with one SQLite connection.
+
+    Open one per process or thread (SQLite refuses cross-thread use of a connection, which keeps one
+    thread's open transaction from leaking into another's reads); any number may share a folder.
+    """
 
     def __init__(self, path: str | Path, *, create: bool = True, busy_timeout_s: float = 60.0):
         self.path = Path(path)
@@ -153,7 +157,7 @@ class ColdStore:
             raise StoreError(f"no c3m store at {self.path}", fix="check the path, or create one with `c3m ingest`")
         self.path.mkdir(parents=True, exist_ok=True)
         self.blobs = BlobStore(self.path / "blobs")
-        self.conn = sqlite3.connect(db, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        self.conn = sqlite3.connect(db, timeout=busy_timeout_s, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         self._in_txn = False
@@ -247,6 +251,11 @@ class ColdStore:
         row = self.conn.execute("SELECT * FROM sessions WHERE namespace=? AND session_id=?",
                                 (namespace, session_id)).fetchone()
         return _session_record(row) if row else None
+
+    def head_seq(self, namespace: str) -> int:
+        """Seq of the namespace's latest committed session (0 when empty): a cheap change check."""
+        return self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM sessions WHERE namespace=?",
+                                 (namespace,)).fetchone()[0]
 
     def sessions(self, namespace: str) -> list[SessionRecord]:
         rows = self.conn.execute("SELECT * FROM sessions WHERE namespace=? ORDER BY seq", (namespace,))
