@@ -21,7 +21,7 @@ DEFAULT_STORE = "./c3m-store"
 
 def _config(args) -> MemoryConfig:
     cfg = MemoryConfig.load(args.config) if getattr(args, "config", None) else MemoryConfig()
-    changes = {k: getattr(args, k) for k in ("method", "text_embedder") if getattr(args, k, None)}
+    changes = {k: getattr(args, k) for k in ("method", "text_embedder", "answerer") if getattr(args, k, None)}
     return cfg.with_(**changes) if changes else cfg
 
 
@@ -214,8 +214,8 @@ def cmd_eval(args) -> int:
     budget = _budget(args.budget, cfg.reader_budget)
     methods = args.methods or [cfg.method]
     everything = run_eval(args.dataset, methods, args.out, config=cfg, budget=budget, workers=args.workers,
-                          progress=not args.json, limit=args.limit)
-    header = make_header(cfg, budget, seed=args.seed)
+                          progress=not args.json, limit=args.limit, judge=args.judge)
+    header = make_header(cfg, budget, seed=args.seed, judge=args.judge)
     metrics = write_report(everything, args.out, header)
     if args.json:
         print(json.dumps(metrics, indent=2))
@@ -365,6 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workers", type=int, default=1, help="parallel worker processes over histories")
     sp.add_argument("--limit", type=int, help="only the first N histories of each dataset")
     sp.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    sp.add_argument("--judge", choices=("em", "f1", "api"),
+                    help="also answer each question (configured answerer) and judge it: exact match, token F1, "
+                         "or an LLM judge at $C3M_API_BASE_URL")
+    sp.add_argument("--answerer", choices=("extractive", "api"), help="answerer for --judge (default extractive)")
     sp.set_defaults(func=cmd_eval)
     return p
 

@@ -157,7 +157,8 @@ class Memory:
 
     def ask(self, question: str, budget: ReaderBudget | None = None) -> Answer:
         """Retrieve, then answer from the context only."""
-        return self.models.answerer.answer(question, self.retrieve(question, budget))
+        return self.models.answerer.answer(question, self.retrieve(question, budget),
+                                           image_loader=self.store.image_bytes)
 
     # -- inspection ----------------------------------------------------------------------------
     def sessions(self):

@@ -106,3 +106,16 @@ def test_bootstrap_is_a_cluster_bootstrap():
     clusters = [list(rng.random(5)) for _ in range(40)]
     m, lo, hi = bootstrap_ci(clusters)
     assert lo < m < hi and hi - lo < 0.2
+
+
+def test_judged_accuracy_is_reported_beside_oracle_reader(dataset, tmp_path):
+    everything = run_eval([dataset], ["dense-topk"], tmp_path / "out", config=CFG, progress=False, judge="f1")
+    qs = [q for r in everything["dense-topk"]["1k"] for q in r.questions]
+    assert all(q.judged_acc in (0.0, 1.0) and q.prediction for q in qs)
+    ar = [q for q in qs if q.category == "AR"]
+    assert all(q.judged_acc == 1.0 for q in ar)  # the extractive answerer refuses on the dog question
+    header = make_header(CFG, None, judge="f1")
+    write_report(everything, tmp_path / "out", header, n_boot=100)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "Judged answer accuracy (judged: answerer extractive, judge f1)" in report
+    assert "Oracle-reader accuracy" in report

@@ -71,22 +71,32 @@ def _models(text_embedder: str, token_counter: str, answerer: str):
     return Models.from_names(text_embedder, token_counter, answerer)
 
 
+@lru_cache(maxsize=4)
+def _judge(name: str | None):
+    from ..models import make_judge
+
+    return make_judge(name) if name else None
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 def _replay_job(history: History, store: str, config: MemoryConfig, budget: ReaderBudget | None, length: str,
-                guard: tuple[str, ...]) -> HistoryResult:
+                guard: tuple[str, ...], judge: str | None) -> HistoryResult:
     shutil.rmtree(store, ignore_errors=True)  # unfinished before: start this history from scratch
     models = _models(config.text_embedder, config.token_counter, config.answerer)
     return replay_history(history, store, config=config, models=models, budget=budget, length=length,
-                          guard_paths=guard)
+                          guard_paths=guard, judge=_judge(judge))
 
 
 def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *, config: MemoryConfig | None = None,
              budget: ReaderBudget | None = None, workers: int = 1, progress: bool = True,
-             limit: int | None = None) -> dict[str, dict[str, list[HistoryResult]]]:
-    """Replay every history of every dataset through every method; returns {method: {length: results}}."""
+             limit: int | None = None, judge: str | None = None) -> dict[str, dict[str, list[HistoryResult]]]:
+    """Replay every history of every dataset through every method; returns {method: {length: results}}.
+
+    With ``judge`` (``em``, ``f1``, ``api``) the configured answerer also answers each question and the
+    judge scores it (``judged_acc``)."""
     from tqdm import tqdm
 
     from ..dataset import load_dataset
@@ -110,7 +120,7 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
             for i, h in enumerate(histories):
                 if i % world == rank and h.id not in done:
                     store = out / "stores" / _safe(method) / _safe(length) / _safe(h.id)
-                    jobs.append((res_file, method, length, (h, str(store), cfg, budget, length, guard)))
+                    jobs.append((res_file, method, length, (h, str(store), cfg, budget, length, guard, judge)))
     bar = tqdm(total=len(jobs), desc="eval", unit="history", disable=not progress)
     if workers <= 1:
         for res_file, method, length, args in jobs:

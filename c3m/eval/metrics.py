@@ -6,6 +6,8 @@ Definitions (all from the final context and the route trace; no answerer needed)
   expanded before the final budgeted selection (``RouteTrace.expanded_nodes``, falling back to the
   selected nodes). Separates routing failures from selection failures (C3M §2.2).
 - **Support Recall**: share of gold evidence turns present in the final context.
+- **judged accuracy** (only with ``--judge``): the configured answerer answers from the context and the
+  judge (exact match, token F1, or an LLM) scores it; reported beside, never merged with, oracle-reader.
 - **oracle-reader accuracy**: for IE/MSR/TR/KU, 1 iff *all* gold evidence turns are in the context (a
   perfect reader could answer). For AR (the subject was never mentioned, so refusing is correct), 1 iff
   the context holds no *misleading* item: no turn that contains every content word of the question's
@@ -23,8 +25,8 @@ import numpy as np
 from ..models.answer import content_words
 from ..types import Context, Question, node_id_for
 
-METRICS = ("route_hit", "support_recall", "oracle_reader_acc", "text_tokens", "images", "raw_nodes_read",
-           "read_ms")
+METRICS = ("route_hit", "support_recall", "oracle_reader_acc", "judged_acc", "text_tokens", "images",
+           "raw_nodes_read", "read_ms")
 _QUESTION_WORDS = {"name", "called", "colour", "color", "kind", "type", "many", "much", "long", "old", "ever", "tell"}
 
 
@@ -40,6 +42,8 @@ class QuestionResult:
     images: int
     raw_nodes_read: int
     read_ms: float
+    judged_acc: float | None = None  # only when an answerer + judge are configured
+    prediction: str | None = None
 
 
 def _misleading(question: str, ctx: Context) -> bool:

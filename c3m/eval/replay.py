@@ -12,7 +12,7 @@ import re
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..config import MemoryConfig
@@ -89,7 +89,8 @@ class HistoryResult:
 
 
 def replay_history(history: History, store: str | Path, *, config: MemoryConfig, models: Models | None = None,
-                   budget: ReaderBudget | None = None, length: str = "?", guard_paths=()) -> HistoryResult:
+                   budget: ReaderBudget | None = None, length: str = "?", guard_paths=(),
+                   judge=None) -> HistoryResult:
     """Write every session (questions hidden), then ask every question; returns the measurements."""
     from ..memory import Memory
 
@@ -109,5 +110,10 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
         for q in questions:
             t0 = time.perf_counter()
             ctx = mem.retrieve(q.question, budget)
-            result.questions.append(score_context(namespace, q, ctx, time.perf_counter() - t0))
+            scored = score_context(namespace, q, ctx, time.perf_counter() - t0)
+            if judge is not None:
+                answer = mem.models.answerer.answer(q.question, ctx, image_loader=mem.store.image_bytes)
+                verdict = judge.judge(q.question, q.answer, answer.text, q.category)
+                scored = replace(scored, judged_acc=float(verdict.correct), prediction=answer.text)
+            result.questions.append(scored)
     return result

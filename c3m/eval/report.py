@@ -42,8 +42,10 @@ def _commit() -> str:
         return "unknown"
 
 
-def make_header(config, budget, *, seed: int = 0, command: str | None = None) -> dict:
+def make_header(config, budget, *, seed: int = 0, command: str | None = None, judge: str | None = None) -> dict:
     return {"command": command or " ".join(["c3m", *sys.argv[1:]]),
+            "answer_accuracy": (f"judged: answerer {config.answerer}, judge {judge}" if judge
+                                else "not judged (no --judge); oracle-reader accuracy only"),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": _commit(),
             "machine": f"{platform.machine()} {platform.processor() or ''} {platform.python_version()}".strip(),
             "seed": seed, "config": as_json_dict(config), "budget": as_json_dict(budget)}
@@ -68,7 +70,11 @@ def markdown(metrics: dict, header: dict) -> str:
     lines += [f"- reader budget: {header.get('budget')}", f"- config: `{json.dumps(header.get('config'))}`", ""]
     lengths = sorted({length for by_len in metrics.values() for length in by_len}, key=_length_key)
     cats = [c for c in CATEGORIES if any(c in row for by_len in metrics.values() for row in by_len.values())]
-    for metric, title, scale in TABLE_METRICS:
+    judged = any(row.get("overall", {}).get("judged_acc", {}).get("n") for by_len in metrics.values()
+                 for row in by_len.values())
+    tables = ((("judged_acc", f"Judged answer accuracy ({header.get('answer_accuracy')}) ×100", 100),)
+              if judged else ()) + TABLE_METRICS
+    for metric, title, scale in tables:
         lines += [f"## {title}", ""]
         head = "| Method | " + " | ".join(f"{c} {length}" for c in cats + ["Overall"] for length in lengths) + " |"
         lines += [head, "|" + "---|" * (1 + (len(cats) + 1) * len(lengths))]

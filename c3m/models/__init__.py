@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from .answer import ExtractiveAnswerer
 from .base import Answerer, TextEmbedder, TokenCounter
 from .hashing import HashingEmbedder
+from .judge import ExactMatchJudge, F1Judge, Judge, JudgeResult, exact_match, is_refusal, token_f1
 from .tokens import ApproxTokenCounter, HFTokenCounter
 
 log = logging.getLogger(__name__)
 TEXT_EMBEDDERS = ("auto", "minilm", "hashing")
 TOKEN_COUNTERS = ("auto", "minilm", "approx")
-ANSWERERS = ("extractive",)
+ANSWERERS = ("extractive", "api")
+JUDGES = ("em", "f1", "api")
 
 
 def make_text_embedder(name: str = "auto") -> TextEmbedder:
@@ -53,9 +55,27 @@ def make_token_counter(name: str = "auto") -> TokenCounter:
 
 
 def make_answerer(name: str = "extractive") -> Answerer:
+    """``api`` reads its endpoint from $C3M_API_BASE_URL, $C3M_API_MODEL and $C3M_API_KEY."""
     if name == "extractive":
         return ExtractiveAnswerer()
+    if name == "api":
+        from .api import ApiAnswerer, ApiClient
+
+        return ApiAnswerer(ApiClient.from_env())
     raise ValueError(f"unknown answerer {name!r}; choose one of {ANSWERERS}")
+
+
+def make_judge(name: str = "f1") -> Judge:
+    """``em`` exact match, ``f1`` token F1 >= 0.5 (SQuAD normalisation), ``api`` an LLM judge."""
+    if name == "em":
+        return ExactMatchJudge()
+    if name == "f1":
+        return F1Judge()
+    if name == "api":
+        from .api import ApiClient, ApiJudge
+
+        return ApiJudge(ApiClient.from_env())
+    raise ValueError(f"unknown judge {name!r}; choose one of {JUDGES}")
 
 
 @dataclass
@@ -71,5 +91,7 @@ class Models:
         return cls(make_text_embedder(text_embedder), make_token_counter(token_counter), make_answerer(answerer))
 
 
-__all__ = ["Answerer", "ApproxTokenCounter", "ExtractiveAnswerer", "HFTokenCounter", "HashingEmbedder", "Models",
-           "TextEmbedder", "TokenCounter", "make_answerer", "make_text_embedder", "make_token_counter"]
+__all__ = ["ANSWERERS", "JUDGES", "Answerer", "ApproxTokenCounter", "ExactMatchJudge", "ExtractiveAnswerer", "F1Judge",
+           "HFTokenCounter", "HashingEmbedder", "Judge", "JudgeResult", "Models", "TextEmbedder", "TokenCounter",
+           "exact_match", "is_refusal", "make_answerer", "make_judge", "make_text_embedder", "make_token_counter",
+           "token_f1"]

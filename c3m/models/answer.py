@@ -33,7 +33,7 @@ def content_words(text: str) -> set[str]:
 class ExtractiveAnswerer:
     name = "extractive"
 
-    def answer(self, question: str, context: Context) -> Answer:
+    def answer(self, question: str, context: Context, *, image_loader=None) -> Answer:
         wanted = content_words(question)
         best, best_score, best_node = None, 0.0, None
         for rank, item in enumerate(context.items):

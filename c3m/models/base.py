@@ -1,11 +1,11 @@
 """Small protocols the write and read paths program against; backends live beside this file."""
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..types import Answer, Context
+from ..types import Answer, Context, ImageRef
 
 
 @runtime_checkable
@@ -29,8 +29,13 @@ class TokenCounter(Protocol):
 
 @runtime_checkable
 class Answerer(Protocol):
-    """Answers a question from a budgeted context (and nothing else)."""
+    """Answers a question from a budgeted context (and nothing else).
+
+    ``image_loader`` returns an image's original bytes (``ColdStore.image_bytes``); text-only answerers
+    ignore it.
+    """
 
     name: str
 
-    def answer(self, question: str, context: Context) -> Answer: ...
+    def answer(self, question: str, context: Context, *,
+               image_loader: Callable[[ImageRef], bytes] | None = None) -> Answer: ...

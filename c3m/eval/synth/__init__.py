@@ -1,0 +1,34 @@
+"""A MemLens-style multimodal cross-session benchmark generator (issue 4).
+
+The public multimodal memory benchmarks cannot be downloaded here, so this builds histories that are hard
+in the same ways: a world of people, pets, rooms, objects, shops and vehicles whose attributes change over
+time (repainted, moved, replaced, sold, renamed), shown in dialogue turns and in Pillow-drawn pictures;
+details that exist only in a picture; look-alike twins in different rooms, near-duplicate photos,
+entities updated several times, and chit-chat filler up to the requested length. Every history gets the
+same number of questions in each MemLens category (IE, MSR, TR, KU, AR) with gold answers and gold
+evidence turns derived from the world plan.
+
+    from c3m.eval.synth import generate_dataset, load_hidden
+    generate_dataset("data/synth-32k", length="32k", episodes=100, seed=0, split="test", workers=2)
+
+Files written to ``OUT``:
+
+- ``episodes.jsonl`` + ``images/<history>/<session>-<turn>.png``: the dataset (DESIGN.md §5), written
+  with ``c3m.dataset.write_dataset``; this is all a memory method may see.
+- ``manifest.json``: generator version, arguments, question counts per category, token/session/image stats.
+- ``_hidden/``: **for evaluation and the explicitly named ``oracle`` perception backend only.** Memory
+  methods and every non-oracle backend must never read it, or perception quality leaks into the memory
+  score. ``scenes.jsonl`` (one scene graph per image: objects with type, attributes, bounding box and
+  relative positions), ``relations.jsonl`` (gold same / update / distinct labels between observations,
+  for training the relation head), ``world.jsonl`` (per history: every entity's attribute timeline and
+  observations), ``questions.jsonl`` (per question: type, whether the answer is visual-only, and the
+  supporting facts behind its evidence).
+
+History length counts text tokens of all turns with ``ApproxTokenCounter`` (images are counted
+separately) and lands within ±10% of the target. Output is byte-identical for the same arguments, for
+any number of workers. The ``split`` switch picks disjoint train / dev / test vocabularies and phrasings
+(``vocab.py``), so learned parts are never scored on what they were trained on.
+"""
+from .generate import GENERATOR, VERSION, generate_dataset, history_seed, load_hidden, parse_length
+
+__all__ = ["GENERATOR", "VERSION", "generate_dataset", "history_seed", "load_hidden", "parse_length"]
