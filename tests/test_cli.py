@@ -110,3 +110,16 @@ def test_convert_then_eval_a_public_format(tmp_path, capsys):
     code, out, _ = run(capsys, "eval", "--dataset", tmp_path / "lme", "--text-embedder", "hashing", "--out",
                        tmp_path / "ev", "--json")
     assert code == 0 and "dense-topk" in json.loads(out)
+
+
+def test_synth_then_eval(tmp_path, capsys):
+    code, out, _ = run(capsys, "synth", tmp_path / "syn", "--length", "3000", "--episodes", "2", "--seed", "1",
+                       "--quiet", "--json")
+    assert code == 0 and json.loads(out)["episodes"] == 2
+    code, out, _ = run(capsys, "validate", tmp_path / "syn")
+    assert code == 0
+    code, out, _ = run(capsys, "eval", "--dataset", tmp_path / "syn", "--text-embedder", "hashing", "--out",
+                       tmp_path / "ev", "--json")
+    metrics = json.loads(out)["dense-topk"]
+    assert code == 0 and list(metrics) == ["3k"]
+    assert set(metrics["3k"]) == {"IE", "MSR", "TR", "KU", "AR", "overall"}

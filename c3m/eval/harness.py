@@ -33,6 +33,8 @@ def dataset_length(dataset: Path, histories: list[History]) -> str:
     manifest = dataset / "manifest.json"
     if manifest.is_file():
         length = json.loads(manifest.read_text()).get("length")
+        if isinstance(length, int) and length > 0:
+            return f"{length // 1000}k" if length % 1000 == 0 else str(length)
         if length:
             return str(length).lower()
     from ..models.tokens import ApproxTokenCounter

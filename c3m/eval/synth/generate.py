@@ -124,8 +124,9 @@ def generate_history(root: Path, split: str, index: int, seed: int, target: int,
                                   tuple(EvidenceRef(sids[s], t) for s, t in evidence)))
         q_hidden.append(_question_record(hid, qid, spec, sids, image_of))
     history = History(hid, tuple(sessions), tuple(questions))
-    return _Result(history, scenes, _relation_records(world, hid, sids, image_of), _world_record(world, hid, sids, times, image_of),
-                   q_hidden, sum(count_tokens(t) for t in texts), len(scenes))
+    return _Result(history, scenes, _relation_records(world, hid, sids, image_of),
+                   _world_record(world, hid, sids, times, image_of), q_hidden, sum(count_tokens(t) for t in texts),
+                   len(scenes))
 
 
 def _question_record(hid: str, qid: str, spec: QSpec, sids: list[str], image_of: dict) -> dict:
@@ -300,8 +301,10 @@ def _manifest(results: list[_Result], target: int, length, episodes: int, seed: 
     return {
         "generator": GENERATOR, "version": VERSION, "seed": seed, "length": target, "length_arg": str(length),
         "episodes": episodes, "split": split, "per_category": per_category, "counts": counts,
-        "questions": sum(counts.values()), "visual_only_questions": sum(q["visual_only"] for r in results for q in r.questions),
-        "token_counter": "approx", "tokens": {"target": target, "tolerance": TOLERANCE, **_stats([r.tokens for r in results])},
+        "questions": sum(counts.values()),
+        "visual_only_questions": sum(q["visual_only"] for r in results for q in r.questions),
+        "token_counter": "approx",
+        "tokens": {"target": target, "tolerance": TOLERANCE, **_stats([r.tokens for r in results])},
         "sessions": _stats([len(r.history.sessions) for r in results]),
         "turns": _stats([sum(len(s.turns) for s in r.history.sessions) for r in results]),
         "images": _stats([r.images for r in results]), "relation_labels": dict(sorted(labels.items())),

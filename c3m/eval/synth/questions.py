@@ -7,11 +7,13 @@ evidence really carries the answer.
 
 - IE: one detail observed in exactly one turn, mostly visual-only (accessories, shape, material, brand,
   plate, neighbouring sign), sometimes a job said once.
-- MSR: needs two or more sessions (how many look-alike objects; a pet's collar joined to its owner).
+- MSR: needs two or more sessions (how many look-alike objects; how often something was repainted; a
+  pet's collar joined to its owner).
 - TR: the value before a date (evidence: the turn that set it and the turn that changed it), or which of
   two things came first.
 - KU: the latest value after updates (evidence: the last change), or that an object was sold.
-- AR: a subject that no turn of the history ever names; the gold answer is a refusal and evidence is empty.
+- AR: a subject that no turn of the history ever names, or the never-given job of a known person; the
+  gold answer is a refusal and evidence is empty.
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from .dialogue import ref
 from .vocab import NUMBER_WORDS, POOLS, RELATIONS, TEMPLATES
 from .world import Event, World
 
+_REPAINTS = ("obj_repaint_text", "obj_repaint_image", "room_repaint", "room_repaint_image", "vehicle_repaint_text",
+             "vehicle_repaint_image")
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
            "October", "November", "December")
 
@@ -130,6 +134,12 @@ class _Asker:
                 continue
             out.append(QSpec("MSR", "msr_count", self.say("q_msr_count", plural=self.pool.kind_plurals[kind]),
                              NUMBER_WORDS[len(members)], intros, False, {"kind": kind}))
+        for ent in self.w.entities.values():  # how often something was repainted: every repaint turn counts
+            changes = self.w.timeline(ent.id, "colour")[1:]
+            if len(changes) >= 2 and all(ev.kind in _REPAINTS for _, ev in changes):
+                out.append(QSpec("MSR", "msr_repaints", self.say("q_msr_repaints", ref=self.ref(ent.id)),
+                                 NUMBER_WORDS[len(changes)], [(ev, ent.id, "colour", v) for v, ev in changes],
+                                 not any(self.said(ev, "colour") for _, ev in changes)))
         for pet in (e for e in self.w.entities.values() if e.type == "pet"):
             owner_ev = next(e for e in self.w.observations(pet.id) if e.kind == "pet_owner")
             photo = self.single(pet.id, "collar")
@@ -221,6 +231,11 @@ class _Asker:
                 continue
             out.append(QSpec("AR", "ar_kind", self.say("q_ar_kind", kind=kind), self.say("a_ar_kind", kind=kind),
                              [], False, {"subject": list(words)}))
+        for person in (e for e in self.w.entities.values() if e.type == "person" and "job" not in e.static):
+            # A near miss: the person is known (a pet owner), but their job was never given.
+            out.append(QSpec("AR", "ar_job", self.say("q_ie_job", relation=person.static["relation"],
+                                                     name=person.name), self.say("a_ar_job", name=person.name),
+                             [], False, {"subject": [], "about": person.id, "attribute": "job"}))
         used_names = {e.name for e in self.w.entities.values()}
         for name in self.pool.people:
             if name in used_names or _mentions(self.all_text, name):
@@ -238,7 +253,8 @@ def _pick(candidates: list[QSpec], n: int, rng: random.Random, category: str) ->
     for q in candidates:
         by_type.setdefault(q.type, []).append(q)
     if sum(len(v) for v in by_type.values()) < n:
-        raise RuntimeError(f"only {len(candidates)} {category} candidates for {n} questions; the world plan is too small")
+        raise RuntimeError(f"only {len(candidates)} {category} candidates for {n} questions; "
+                           "the world plan is too small")
     for qs in by_type.values():
         rng.shuffle(qs)
         if category == "KU":

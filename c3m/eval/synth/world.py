@@ -117,8 +117,7 @@ class _Builder:
 def build_world(rng: random.Random, split: str, *, n_images: int, per_category: int) -> World:
     """Plan one history's world with about ``n_images`` pictured events and enough material for
     ``per_category`` questions of every category."""
-    b = _Builder(rng, split)
-    pool, r = b.pool, rng
+    b, r = _Builder(rng, split), rng
     rooms = r.sample(ROOMS, 4)
     room_ents = [b.entity("room", "room", name, {}, {"colour": r.choice(b.colours)}) for name in rooms]
     fixed = _rooms(b, room_ents) + _people_and_pets(b, per_category) + _vehicle(b) + _shops(b)
@@ -217,12 +216,12 @@ def _objects(b: _Builder, rooms: list[str], budget: int) -> None:
     accessories = list(pool.accessories)
     objects: list[Entity] = []
 
-    def make(kind: str, room: str, twin: int | None, like: Entity | None = None) -> Entity:
+    def make(kind: str, room: str, twin: int | None, like: Entity | None = None, nth: int = 0) -> Entity:
         item, glyph = r.choice(accessories)
         acc = {"item": item, "glyph": glyph, "count": r.randint(2, 4), "side": r.choice(SIDES)}
         if like is not None:  # a near-duplicate: same look, another room, another accessory count
             static = {**like.static, "accessory": {**like.static["accessory"]}}
-            static["accessory"]["count"] = 2 + (like.static["accessory"]["count"] - 1) % 3
+            static["accessory"]["count"] = 2 + (like.static["accessory"]["count"] - 2 + nth) % 3
             return b.entity("object", kind, kind, static,
                             {"colour": like.initial["colour"], "room": room, "brand": like.initial["brand"],
                              "status": "owned"}, twin)
@@ -235,14 +234,17 @@ def _objects(b: _Builder, rooms: list[str], budget: int) -> None:
     twin_rooms = r.sample(rooms, n_twins)
     first = make(kinds[0], twin_rooms[0], 0)
     objects.append(first)
-    for room in twin_rooms[1:]:
-        objects.append(make(kinds[0], room, 0, like=first))
+    for nth, room in enumerate(twin_rooms[1:], 1):
+        objects.append(make(kinds[0], room, 0, like=first, nth=nth))
     for kind in kinds[1:]:
         objects.append(make(kind, r.choice(rooms), None))
 
+    slots = [r.uniform(0.0, 0.6) for _ in objects]
+    twins = sorted(slots[:n_twins])  # the original is introduced before its look-alikes ("another mug")
+    slots[:n_twins] = twins
     intro_slot = {}
-    for obj in objects:
-        intro_slot[obj.id] = s = r.uniform(0.0, 0.6)
+    for obj, s in zip(objects, slots):
+        intro_slot[obj.id] = s
         said_colour = obj.twin_group is None and r.random() < 0.3
         b.event("obj_twin" if (obj.twin_group is not None and obj is not first) else
                 ("obj_intro_colour" if said_colour else "obj_intro"), obj, dict(obj.initial),
