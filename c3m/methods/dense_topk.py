@@ -30,6 +30,7 @@ class DenseTopK(MemoryMethod):
 
     def reset(self) -> None:
         self.node_ids: list[str] = []
+        self.upto_seq = 0
         self.vectors = np.zeros((0, self.models.text_embedder.dim), dtype=np.float32)
 
     def __init__(self, *args, **kwargs):
@@ -56,6 +57,7 @@ class DenseTopK(MemoryMethod):
         vecs = self._vectors_for(nodes)
         self.node_ids.extend(n.node_id for n in nodes)
         self.vectors = np.concatenate([self.vectors, vecs]) if len(self.vectors) else vecs
+        self.upto_seq = self.store.session_record(self.namespace, session_id).seq
         return [{"action": "add", "nodes": len(nodes)}]
 
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
@@ -98,14 +100,21 @@ class DenseTopK(MemoryMethod):
         return Context(question, items, use, budget, trace)
 
     def state(self) -> dict:
-        return {"embedder": self.models.text_embedder.name, "node_ids": list(self.node_ids)}
+        """The index is "every Raw Node of sessions 1..upto_seq", so the snapshot names that range rather
+        than repeating every id (the snapshot's pointer list already holds them)."""
+        return {"embedder": self.models.text_embedder.name, "upto_seq": self.upto_seq, "count": len(self.node_ids)}
 
     def load_state(self, state: dict) -> None:
+        from ..errors import StoreError
+
         self.reset()
-        ids = list(state["node_ids"])
-        by_id = self.store.get_nodes(ids)
-        self.vectors = self._vectors_for([by_id[i] for i in ids])
-        self.node_ids = ids
+        nodes = list(self.store.iter_nodes(self.namespace, upto_seq=state["upto_seq"]))
+        if len(nodes) != state["count"]:
+            raise StoreError(f"dense-topk snapshot expects {state['count']} Raw Nodes up to session "
+                             f"{state['upto_seq']}, the store has {len(nodes)}", fix="run `c3m verify`")
+        self.vectors = self._vectors_for(nodes)
+        self.node_ids = [n.node_id for n in nodes]
+        self.upto_seq = state["upto_seq"]
 
     def pointers(self) -> set[str]:
         return set(self.node_ids)
