@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from .dialogue import ref
-from .vocab import NUMBER_WORDS, POOLS, RELATIONS, TEMPLATES
+from .vocab import POOLS, RELATIONS, TEMPLATES, number_word
 from .world import Event, World
 
 _REPAINTS = ("obj_repaint_text", "obj_repaint_image", "room_repaint", "room_repaint_image", "vehicle_repaint_text",
@@ -89,7 +89,7 @@ class _Asker:
                     acc = ent.static["accessory"]
                     out.append(QSpec("IE", "ie_accessory",
                                      self.say("q_ie_accessory", ref=self.ref(ent.id), side=acc["side"]),
-                                     f"{NUMBER_WORDS[acc['count']]} {acc['item']}",
+                                     f"{number_word(acc['count'])} {acc['item']}",
                                      [(ev, ent.id, "accessory", acc)], True))
                 for attr in ("shape", "material"):
                     ev = self.single(ent.id, attr)
@@ -133,12 +133,12 @@ class _Asker:
             if len({ev.session for ev, *_ in intros}) < 2:
                 continue
             out.append(QSpec("MSR", "msr_count", self.say("q_msr_count", plural=self.pool.kind_plurals[kind]),
-                             NUMBER_WORDS[len(members)], intros, False, {"kind": kind}))
+                             number_word(len(members)), intros, False, {"kind": kind}))
         for ent in self.w.entities.values():  # how often something was repainted: every repaint turn counts
             changes = self.w.timeline(ent.id, "colour")[1:]
             if len(changes) >= 2 and all(ev.kind in _REPAINTS for _, ev in changes):
                 out.append(QSpec("MSR", "msr_repaints", self.say("q_msr_repaints", ref=self.ref(ent.id)),
-                                 NUMBER_WORDS[len(changes)], [(ev, ent.id, "colour", v) for v, ev in changes],
+                                 number_word(len(changes)), [(ev, ent.id, "colour", v) for v, ev in changes],
                                  not any(self.said(ev, "colour") for _, ev in changes)))
         for pet in (e for e in self.w.entities.values() if e.type == "pet"):
             owner_ev = next(e for e in self.w.observations(pet.id) if e.kind == "pet_owner")

@@ -19,7 +19,13 @@ SPECIES = ("dog", "cat", "rabbit", "parrot", "hamster", "turtle")
 VEHICLES = ("car", "scooter", "van", "motorbike")
 RELATIONS = ("sister", "brother", "colleague", "neighbour", "cousin", "friend")
 SIDES = ("left", "right")
-NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six")
+NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve")
+
+
+def number_word(n: int) -> str:
+    """Spelled-out count for small numbers, digits beyond (long histories repaint things many times)."""
+    return NUMBER_WORDS[n] if 0 <= n < len(NUMBER_WORDS) else str(n)
 
 # Accessory glyphs the renderer knows; each split's items map onto them in order.
 GLYPHS = ("bottle", "ball", "book", "candle", "box", "cup")
