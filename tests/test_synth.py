@@ -178,7 +178,7 @@ def _check_against_world(q, spec, ents, world):
         revealing = [o for o in ent["observations"] if attr in o["text_attrs"] or attr in o["visible_attrs"]]
         assert [(o["session"], o["turn"]) for o in revealing] == [(first["session"], first["turn"])]
         if attr == "accessory":
-            assert q.answer == f"{number_word(value["count"])} {value['item']}"
+            assert q.answer == f"{number_word(value['count'])} {value['item']}"
         else:
             assert q.answer == value
     elif kind == "msr_count":
