@@ -60,3 +60,16 @@ def test_extractive_answerer_cites_and_refuses():
     ans = ExtractiveAnswerer().answer("Which shop is under the sign?", _ctx(SENTENCES))
     assert "WEGO" in ans.text and ans.cited == ("n3",)
     assert ExtractiveAnswerer().answer("What is my dog called?", _ctx(SENTENCES)).text == REFUSAL
+
+
+def test_memo_embedder_returns_the_inner_vectors_and_bounds_its_size():
+    from c3m.models.memo import MemoEmbedder
+
+    inner = HashingEmbedder(64)
+    memo = MemoEmbedder(inner, max_items=3)
+    texts = ["a b", "c d", "a b", "e f"]
+    assert np.array_equal(memo.embed(texts), inner.embed(texts))
+    assert (memo.hits, memo.misses) == (1, 3) and memo.name == inner.name
+    memo.embed(["g h", "i j"])
+    assert len(memo._memo) == 3
+    assert memo.embed([]).shape == (0, 64)

@@ -69,8 +69,11 @@ def _append(path: Path, result: HistoryResult) -> None:
 def _models(text_embedder: str, token_counter: str, answerer: str):
     """One set of loaded models per worker process."""
     from ..models import Models
+    from ..models.memo import MemoEmbedder
 
-    return Models.from_names(text_embedder, token_counter, answerer)
+    models = Models.from_names(text_embedder, token_counter, answerer)
+    models.text_embedder = MemoEmbedder(models.text_embedder, max_items=200_000)  # shared across histories
+    return models
 
 
 @lru_cache(maxsize=4)
