@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from conftest import make_session
+from factories import make_session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -94,7 +94,7 @@ def test_unknown_and_planned_methods_are_named(store_path, models):
 
 
 def test_image_only_turns_are_stored_and_retrievable(store_path, models):
-    from conftest import png_bytes
+    from factories import png_bytes
 
     with Memory(store_path, "u", models=models) as mem:
         mem.add_session(Session("s1", datetime(2026, 1, 1), [Turn("user", "", (png_bytes(),))]))

@@ -6,7 +6,7 @@ import os
 import sqlite3
 
 import pytest
-from conftest import make_session, png_bytes
+from factories import make_session, png_bytes
 
 from c3m.errors import InvalidInput, SessionConflict, StoreError
 from c3m.memory import Memory
@@ -219,7 +219,7 @@ def test_two_processes_can_write_one_store(store_path):
     code = textwrap.dedent("""
         import sys
         sys.path.insert(0, sys.argv[3])
-        from conftest import make_session
+        from factories import make_session
         from c3m.memory import Memory
         from c3m.models import Models, HashingEmbedder, ApproxTokenCounter, ExtractiveAnswerer
         models = Models(HashingEmbedder(64), ApproxTokenCounter(), ExtractiveAnswerer())

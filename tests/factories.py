@@ -1,0 +1,24 @@
+"""Small sessions with real PNG images, for the store and API tests (imported as ``factories``:
+a module named ``conftest`` would clash with ``tests/kernels/conftest.py``)."""
+from __future__ import annotations
+
+import io
+from datetime import datetime, timedelta
+
+from c3m.types import Session, Turn
+
+
+def png_bytes(colour=(200, 30, 30), size=(24, 16)) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", size, colour).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def make_session(i: int, *, with_image: bool = True, text: str | None = None) -> Session:
+    base = datetime(2026, 3, 1, 9, 0)
+    turns = [Turn("user", text or f"Session {i}: my mug number {i} is on shelf {i % 3}.",
+                  (png_bytes((10 * i % 255, 40, 90)),) if with_image else ()),
+             Turn("assistant", f"Noted mug {i}.")]
+    return Session(f"s{i}", base + timedelta(days=i), tuple(turns))
