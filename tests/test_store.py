@@ -236,3 +236,12 @@ def test_two_processes_can_write_one_store(store_path):
         assert [s.seq for s in store.sessions("shared")] == list(range(1, 13))
         assert store.snapshot_versions("shared", "dense-topk") == list(range(1, 13))
         assert verify_store(store).ok  # each snapshot reaches exactly the nodes committed before it
+
+
+def test_extraction_cache_survives_reopen(store_path):
+    with ColdStore(store_path) as store:
+        assert store.get_extraction("oracle", "v1", "caption", "ab" * 32) is None
+        store.put_extraction("oracle", "v1", "caption", "ab" * 32, {"text": "a red mug"})
+    with ColdStore(store_path) as store:
+        assert store.get_extraction("oracle", "v1", "caption", "ab" * 32) == {"text": "a red mug"}
+        assert store.get_extraction("oracle", "v2", "caption", "ab" * 32) is None

@@ -1,11 +1,12 @@
 """Small protocols the write and read paths program against; backends live beside this file."""
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..types import Answer, Context, ImageRef
+from ..types import Answer, Context, ImageRef, Relation
 
 
 @runtime_checkable
@@ -39,3 +40,62 @@ class Answerer(Protocol):
 
     def answer(self, question: str, context: Context, *,
                image_loader: Callable[[ImageRef], bytes] | None = None) -> Answer: ...
+
+
+@runtime_checkable
+class ImageEmbedder(Protocol):
+    """Maps encoded images to L2-normalised float32 vectors [n, dim].
+
+    ``text_aligned`` is True when the vectors live in the text embedder named ``text_space`` (so image–text
+    cosine is meaningful, e.g. for text–image agreement in RAMU's features).
+    """
+
+    name: str
+    dim: int
+    text_aligned: bool
+    text_space: str | None
+
+    def embed_images(self, images: Sequence[bytes]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class VisualAnchor:
+    """Something seen in an image: an object (``label``) with an optional attribute and its box."""
+
+    label: str
+    attribute: str | None = None
+    value: str | None = None
+    score: float = 1.0
+    bbox: tuple[int, int, int, int] | None = None  # x0, y0, x1, y1 in pixels
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Write-time perception and compression: captions, visual anchors, grounding boxes, summaries.
+
+    ``version`` changes whenever outputs would (prompt, weights): it keys the store's extraction cache.
+    """
+
+    name: str
+    version: str
+
+    def caption(self, image: bytes) -> str: ...
+
+    def visual_anchors(self, image: bytes) -> list[VisualAnchor]: ...
+
+    def ground(self, image: bytes, phrase: str) -> tuple[int, int, int, int] | None: ...
+
+    def summarize(self, text: str, max_tokens: int = 64) -> str: ...
+
+
+@runtime_checkable
+class RelationHead(Protocol):
+    """RAMU's g_r: relation features phi(m, e) -> (relation, confidence) for each candidate pair.
+
+    Features are named floats (entity, state, time, action, scope and text–image agreement terms, C3M
+    §2.1) so feature-based, trained and LLM-judged heads share one interface.
+    """
+
+    name: str
+
+    def predict(self, features: Sequence[Mapping[str, float]]) -> list[tuple[Relation, float]]: ...

@@ -416,6 +416,18 @@ class ColdStore:
         with self.transaction():
             self.conn.executemany("INSERT OR IGNORE INTO vector_cache VALUES (?,?,?,?)", rows)
 
+    # -- extraction cache (derived data; survives restarts, shared by processes) --------------
+    def get_extraction(self, backend: str, version: str, kind: str, input_sha256: str) -> Any | None:
+        """A cached extractor output (JSON-decoded), or None."""
+        row = self.conn.execute("SELECT output FROM extraction_cache WHERE backend=? AND version=? AND kind=? AND"
+                                " input_sha256=?", (backend, version, kind, input_sha256)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put_extraction(self, backend: str, version: str, kind: str, input_sha256: str, output: Any) -> None:
+        with self.transaction():
+            self.conn.execute("INSERT OR REPLACE INTO extraction_cache VALUES (?,?,?,?,?)",
+                              (backend, version, kind, input_sha256, json.dumps(output, sort_keys=True)))
+
     # -- privacy -------------------------------------------------------------------------------
     def forget(self, namespace: str, *, node_ids: Sequence[str] = (), session_id: str | None = None,
                reason: str) -> ForgetReport:

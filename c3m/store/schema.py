@@ -98,6 +98,15 @@ CREATE TABLE IF NOT EXISTS vector_cache (
     PRIMARY KEY (model, text_sha256)
 );
 
+CREATE TABLE IF NOT EXISTS extraction_cache (
+    backend      TEXT NOT NULL,                -- extractor name
+    version      TEXT NOT NULL,                -- prompt / weights version
+    kind         TEXT NOT NULL,                -- caption, visual_anchors, ground, summarize, ...
+    input_sha256 TEXT NOT NULL,                -- of the input bytes (+ arguments)
+    output       TEXT NOT NULL,                -- JSON
+    PRIMARY KEY (backend, version, kind, input_sha256)
+);
+
 CREATE TRIGGER IF NOT EXISTS sessions_no_delete BEFORE DELETE ON sessions
 BEGIN SELECT RAISE(ABORT, 'sessions are append-only: DELETE refused'); END;
 CREATE TRIGGER IF NOT EXISTS sessions_no_update BEFORE UPDATE ON sessions
