@@ -284,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--method", help="memory method (see `c3m methods`)")
             sp.add_argument("--text-embedder", choices=("auto", "minilm", "hashing"),
                             help="text embedder backend (default auto: packaged MiniLM, else hashing)")
+            sp.add_argument("--answerer", choices=("extractive", "smollm", "api"),
+                            help="who answers from the context (default extractive; see `c3m models`)")
             sp.add_argument("--config", help="TOML/YAML file with MemoryConfig fields")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -384,8 +386,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--judge", choices=("em", "f1", "api"),
                     help="also answer each question (configured answerer) and judge it: exact match, token F1, "
                          "or an LLM judge at $C3M_API_BASE_URL")
-    sp.add_argument("--answerer", choices=("extractive", "smollm", "api"),
-                    help="answerer for --judge (default extractive)")
     sp.set_defaults(func=cmd_eval)
     return p
 
