@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from .anchors import ANCHOR_EXTRACTORS, Anchor, TextAnchorExtractor, make_anchor_extractor
 from .answer import ExtractiveAnswerer
-from .base import Answerer, TextEmbedder, TokenCounter
+from .base import Answerer, Extractor, ImageEmbedder, RelationHead, TextEmbedder, TokenCounter, VisualAnchor
+from .cache import CachedExtractor
 from .hashing import HashingEmbedder
 from .judge import ExactMatchJudge, F1Judge, Judge, JudgeResult, exact_match, is_refusal, token_f1
 from .registry import available_backends
+from .summary import LeadSummarizer
 from .tokens import ApproxTokenCounter, HFTokenCounter
 
 log = logging.getLogger(__name__)
@@ -23,6 +25,7 @@ TEXT_EMBEDDERS = ("auto", "minilm", "hashing")
 TOKEN_COUNTERS = ("auto", "minilm", "approx")
 ANSWERERS = ("extractive", "smollm", "api")
 JUDGES = ("em", "f1", "api")
+EXTRACTORS = ("oracle",)
 
 
 def make_text_embedder(name: str = "auto") -> TextEmbedder:
@@ -85,6 +88,23 @@ def make_judge(name: str = "f1") -> Judge:
     raise ValueError(f"unknown judge {name!r}; choose one of {JUDGES}")
 
 
+def make_extractor(name: str = "oracle", *, dataset_dir=None, store=None) -> Extractor:
+    """``oracle`` reads a synthetic dataset's hidden scene graphs (perception ground truth, named as such
+    in every report); with ``store`` every call is cached there by backend, version and input hash."""
+    if name == "oracle":
+        if dataset_dir is None:
+            from ..errors import InvalidInput
+
+            raise InvalidInput("dataset_dir", "the oracle extractor needs the synthetic dataset it describes",
+                               fix="pass dataset_dir= the folder written by `c3m synth`")
+        from .oracle import OracleExtractor
+
+        extractor = OracleExtractor(dataset_dir)
+    else:
+        raise ValueError(f"unknown extractor {name!r}; choose one of {EXTRACTORS}")
+    return CachedExtractor(extractor, store) if store is not None else extractor
+
+
 @dataclass
 class Models:
     """The backends one Memory uses; build once and share (they hold loaded weights)."""
@@ -98,7 +118,8 @@ class Models:
         return cls(make_text_embedder(text_embedder), make_token_counter(token_counter), make_answerer(answerer))
 
 
-__all__ = ["ANCHOR_EXTRACTORS", "Anchor", "TextAnchorExtractor", "available_backends", "make_anchor_extractor",
+__all__ = ["EXTRACTORS", "CachedExtractor", "Extractor", "ImageEmbedder", "LeadSummarizer", "RelationHead",
+           "VisualAnchor", "make_extractor", "ANCHOR_EXTRACTORS", "Anchor", "TextAnchorExtractor", "available_backends", "make_anchor_extractor",
            "ANSWERERS", "JUDGES", "Answerer", "ApproxTokenCounter", "ExactMatchJudge", "ExtractiveAnswerer", "F1Judge",
            "HFTokenCounter", "HashingEmbedder", "Judge", "JudgeResult", "Models", "TextEmbedder", "TokenCounter",
            "exact_match", "is_refusal", "make_answerer", "make_judge", "make_text_embedder", "make_token_counter",

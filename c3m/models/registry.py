@@ -91,6 +91,9 @@ def available_backends() -> list[dict[str, Any]]:
         _row("anchors", "spacy", _missing("spacy", SPACY_MODEL), f"spaCy pipeline {SPACY_MODEL} (NER + parser)",
              _package_dir(SPACY_MODEL), SPACY_HINT),
         _always("anchors", "heuristic", "capitalised spans + a small noun list (regex)"),
+        _always("extractor", "oracle", "synthetic data only: reads the generator's hidden scene graphs "
+                "(needs the dataset folder); reports must name it"),
+        _always("summarizer", "lead", "extractive: first sentence + densest sentences, no model"),
     ]
     return rows
 
