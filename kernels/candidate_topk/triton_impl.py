@@ -51,7 +51,7 @@ def _pack(scores, idx, valid):
 def _merge(best, tile_keys, K_PAD: tl.constexpr):
     """Merge running sorted-desc ``best`` with an unsorted tile; keep top K_PAD, sorted desc."""
     t = tl.topk(tile_keys, K_PAD)  # sorted descending along the last dim
-    c = tl.maximum(best, tl.flip(t))
+    c = tl.maximum(best, tl.flip(t, len(t.shape) - 1))  # triton 3.6 requires an explicit dim
     return tl.bitonic_merge(c, descending=True)
 
 
