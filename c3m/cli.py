@@ -282,9 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help="namespace: one per user/agent (default: $C3M_NAMESPACE or 'default')")
         if method:
             sp.add_argument("--method", help="memory method (see `c3m methods`)")
-            sp.add_argument("--text-embedder", choices=("auto", "minilm", "hashing"),
+            sp.add_argument("--text-embedder", metavar="{auto,minilm,hashing,local:PATH}",
                             help="text embedder backend (default auto: packaged MiniLM, else hashing)")
-            sp.add_argument("--answerer", choices=("extractive", "smollm", "api"),
+            sp.add_argument("--answerer", choices=("extractive", "smollm", "local", "api"),
                             help="who answers from the context (default extractive; see `c3m models`)")
             sp.add_argument("--config", help="TOML/YAML file with MemoryConfig fields")
         sp.add_argument("--json", action="store_true", help="machine-readable output")

@@ -23,14 +23,28 @@ from .tokens import ApproxTokenCounter, HFTokenCounter
 log = logging.getLogger(__name__)
 TEXT_EMBEDDERS = ("auto", "minilm", "hashing")
 TOKEN_COUNTERS = ("auto", "minilm", "approx")
-ANSWERERS = ("extractive", "smollm", "api")
+ANSWERERS = ("extractive", "smollm", "local", "api")
 JUDGES = ("em", "f1", "api")
-EXTRACTORS = ("oracle",)
+EXTRACTORS = ("oracle", "local")
+
+
+def _local_model_path() -> str:
+    path = os.environ.get("C3M_LOCAL_MODEL")
+    if not path:
+        from ..errors import InvalidInput
+
+        raise InvalidInput("C3M_LOCAL_MODEL", "the local backend needs a model folder",
+                           fix="export C3M_LOCAL_MODEL=/path/to/a/transformers/model/folder")
+    return path
 
 
 def make_text_embedder(name: str = "auto") -> TextEmbedder:
     if name == "hashing":
         return HashingEmbedder()
+    if name.startswith("local:"):  # any transformers encoder folder the user gives
+        from .local import LocalTextEmbedder
+
+        return LocalTextEmbedder(name.split(":", 1)[1])
     if name in ("auto", "minilm"):
         try:
             from .minilm import MiniLMEmbedder
@@ -41,7 +55,7 @@ def make_text_embedder(name: str = "auto") -> TextEmbedder:
                 raise
             log.warning("text embedder 'minilm' unavailable (%s); using 'hashing'", exc)
             return HashingEmbedder()
-    raise ValueError(f"unknown text embedder {name!r}; choose one of {TEXT_EMBEDDERS}")
+    raise ValueError(f"unknown text embedder {name!r}; choose one of {TEXT_EMBEDDERS} or local:PATH")
 
 
 def make_token_counter(name: str = "auto") -> TokenCounter:
@@ -68,6 +82,10 @@ def make_answerer(name: str = "extractive") -> Answerer:
         from .smollm import SmolLMAnswerer
 
         return SmolLMAnswerer(threads=int(os.environ.get("C3M_SMOLLM_THREADS", "1")))
+    if name == "local":  # a causal LM or VLM folder named by $C3M_LOCAL_MODEL
+        from .local import LocalAnswerer
+
+        return LocalAnswerer(_local_model_path())
     if name == "api":
         from .api import ApiAnswerer, ApiClient
 
@@ -88,7 +106,7 @@ def make_judge(name: str = "f1") -> Judge:
     raise ValueError(f"unknown judge {name!r}; choose one of {JUDGES}")
 
 
-def make_extractor(name: str = "oracle", *, dataset_dir=None, store=None) -> Extractor:
+def make_extractor(name: str = "oracle", *, dataset_dir=None, store=None, path=None) -> Extractor:
     """``oracle`` reads a synthetic dataset's hidden scene graphs (perception ground truth, named as such
     in every report); with ``store`` every call is cached there by backend, version and input hash."""
     if name == "oracle":
@@ -100,6 +118,10 @@ def make_extractor(name: str = "oracle", *, dataset_dir=None, store=None) -> Ext
         from .oracle import OracleExtractor
 
         extractor = OracleExtractor(dataset_dir)
+    elif name == "local":  # a VLM folder: captions, JSON visual anchors, boxes, summaries
+        from .local import LocalExtractor
+
+        extractor = LocalExtractor(path or _local_model_path())
     else:
         raise ValueError(f"unknown extractor {name!r}; choose one of {EXTRACTORS}")
     return CachedExtractor(extractor, store) if store is not None else extractor

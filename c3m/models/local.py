@@ -283,7 +283,7 @@ def _processor_parts(folder: Path) -> tuple[Any, Any]:
 # ---------------------------------------------------------------------------------------------
 def load_generator(folder: Path, *, device: str = "auto", dtype: Any = None,
                    device_map: Any = None) -> tuple[Any, Any, Any]:
-    """(model, tokenizer, processor): a VLM when the config has a ``vision_config`` (processor set), else a causal LM."""
+    """(model, tokenizer, processor): a VLM if the config has a ``vision_config`` (processor set), else a causal LM."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
     config = AutoConfig.from_pretrained(folder, local_files_only=True)

@@ -69,6 +69,19 @@ def _api(kind: str) -> dict[str, Any]:
             "detail": "reachability is checked at first call"}
 
 
+def _local() -> dict[str, Any]:
+    """Local transformers folders (answerer/extractor via $C3M_LOCAL_MODEL; embedders via local:PATH)."""
+    import os
+
+    missing = _missing("torch", "transformers", "accelerate", "PIL")
+    path = os.environ.get("C3M_LOCAL_MODEL")
+    if not missing and not path:
+        return {"kind": "local", "name": "local", "available": False,
+                "reason": "set C3M_LOCAL_MODEL to a transformers model folder (or use --text-embedder local:PATH)",
+                "detail": ""}
+    return _row("local", "local", missing, f"transformers folder {path}", hint="pip install -e '.[llm]'")
+
+
 def available_backends() -> list[dict[str, Any]]:
     """One row per backend: {kind, name, available, reason, detail}; rows for every backend, usable or not."""
     from .anchors import INSTALL_HINT as SPACY_HINT
@@ -91,6 +104,7 @@ def available_backends() -> list[dict[str, Any]]:
         _row("anchors", "spacy", _missing("spacy", SPACY_MODEL), f"spaCy pipeline {SPACY_MODEL} (NER + parser)",
              _package_dir(SPACY_MODEL), SPACY_HINT),
         _always("anchors", "heuristic", "capitalised spans + a small noun list (regex)"),
+        _local(),
         _always("extractor", "oracle", "synthetic data only: reads the generator's hidden scene graphs "
                 "(needs the dataset folder); reports must name it"),
         _always("summarizer", "lead", "extractive: first sentence + densest sentences, no model"),
