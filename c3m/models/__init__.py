@@ -25,7 +25,22 @@ TEXT_EMBEDDERS = ("auto", "minilm", "hashing")
 TOKEN_COUNTERS = ("auto", "minilm", "approx")
 ANSWERERS = ("extractive", "smollm", "local", "api")
 JUDGES = ("em", "f1", "api")
-EXTRACTORS = ("oracle", "local")
+EXTRACTORS = ("oracle", "scene-encoder", "local")
+IMAGE_EMBEDDERS = ("scene-encoder", "local:PATH")
+
+
+def make_image_embedder(name: str = "scene-encoder", *, text_embedder: TextEmbedder | None = None) -> ImageEmbedder:
+    """``scene-encoder``: c3m's small synthetic-domain encoder (MiniLM space; meaningless on photos);
+    ``local:PATH``: a CLIP/SigLIP folder."""
+    if name == "scene-encoder":
+        from .scene_encoder import SceneEncoder
+
+        return SceneEncoder(text_embedder=text_embedder)
+    if name.startswith("local:"):
+        from .local import LocalImageEmbedder
+
+        return LocalImageEmbedder(name.split(":", 1)[1])
+    raise ValueError(f"unknown image embedder {name!r}; choose one of {IMAGE_EMBEDDERS}")
 
 
 def _local_model_path() -> str:
@@ -118,6 +133,10 @@ def make_extractor(name: str = "oracle", *, dataset_dir=None, store=None, path=N
         from .oracle import OracleExtractor
 
         extractor = OracleExtractor(dataset_dir)
+    elif name == "scene-encoder":  # pixels only; synthetic-domain (see models/weights/MODEL_CARD.md)
+        from .scene_encoder import SceneEncoder
+
+        extractor = SceneEncoder()
     elif name == "local":  # a VLM folder: captions, JSON visual anchors, boxes, summaries
         from .local import LocalExtractor
 
@@ -140,7 +159,7 @@ class Models:
         return cls(make_text_embedder(text_embedder), make_token_counter(token_counter), make_answerer(answerer))
 
 
-__all__ = ["EXTRACTORS", "CachedExtractor", "Extractor", "ImageEmbedder", "LeadSummarizer", "RelationHead",
+__all__ = ["IMAGE_EMBEDDERS", "make_image_embedder", "EXTRACTORS", "CachedExtractor", "Extractor", "ImageEmbedder", "LeadSummarizer", "RelationHead",
            "VisualAnchor", "make_extractor", "ANCHOR_EXTRACTORS", "Anchor", "TextAnchorExtractor", "available_backends", "make_anchor_extractor",
            "ANSWERERS", "JUDGES", "Answerer", "ApproxTokenCounter", "ExactMatchJudge", "ExtractiveAnswerer", "F1Judge",
            "HFTokenCounter", "HashingEmbedder", "Judge", "JudgeResult", "Models", "TextEmbedder", "TokenCounter",

