@@ -246,7 +246,7 @@ def cmd_eval(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from .eval.loaders import LOADERS, SUMMARY_FILE, convert
+    from .eval.loaders import SUMMARY_FILE, convert
 
     out = convert(args.kind, args.source, args.out)
     summary = json.loads((Path(out) / SUMMARY_FILE).read_text())

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import os
-import platform
 import subprocess
 import time
 from pathlib import Path
@@ -39,15 +38,9 @@ def machine(device: str = "cpu") -> str:
         import torch
 
         return f"{torch.cuda.get_device_name(0)}"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu} x{os.cpu_count()} cores"
+    from c3m.machine import cpu_model  # benchmarks sit on top of c3m (DESIGN.md §3)
+
+    return f"{cpu_model()} x{os.cpu_count()} cores"
 
 
 def timeit(fn, reps: int = 3, warmup: int = 1, max_seconds: float = 8.0) -> float:

@@ -12,12 +12,12 @@ pointers, Raw Nodes and overflow repairs per history.
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..machine import describe as describe_machine
 from ..types import CATEGORIES, as_json_dict
 from .metrics import aggregate
 
@@ -42,27 +42,12 @@ def _commit() -> str:
         return "unknown"
 
 
-def machine_description() -> str:
-    """CPU model, cores and Python, so numbers from different machines are never confused."""
-    import os
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
-
-
 def make_header(config, budget, *, seed: int = 0, command: str | None = None, judge: str | None = None) -> dict:
     return {"command": command or " ".join(["c3m", *sys.argv[1:]]),
             "answer_accuracy": (f"judged: answerer {config.answerer}, judge {judge}" if judge
                                 else "not judged (no --judge); oracle-reader accuracy only"),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": _commit(),
-            "machine": machine_description(),
+            "machine": describe_machine(),
             "seed": seed, "config": as_json_dict(config), "budget": as_json_dict(budget)}
 
 
