@@ -226,8 +226,8 @@ def cmd_eval(args) -> int:
     budget = _budget(args.budget, cfg.reader_budget)
     methods = args.methods or [cfg.method]
     everything = run_eval(args.dataset, methods, args.out, config=cfg, budget=budget, workers=args.workers,
-                          progress=not args.json, limit=args.limit, judge=args.judge)
-    header = make_header(cfg, budget, seed=args.seed, judge=args.judge)
+                          progress=not args.json, limit=args.limit, judge=args.judge, perception=args.perception)
+    header = make_header(cfg, budget, seed=args.seed, judge=args.judge, perception=args.perception)
     metrics = write_report(everything, args.out, header)
     if args.json:
         print(json.dumps(metrics, indent=2))
@@ -383,6 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workers", type=int, default=1, help="parallel worker processes over histories")
     sp.add_argument("--limit", type=int, help="only the first N histories of each dataset")
     sp.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    sp.add_argument("--perception", choices=("oracle", "scene-encoder"),
+                    help="with --judge: captions of context images for a text-only answerer (oracle = the "
+                         "synthetic dataset's hidden ground truth, named as such in the report)")
     sp.add_argument("--judge", choices=("em", "f1", "api"),
                     help="also answer each question (configured answerer) and judge it: exact match, token F1, "
                          "or an LLM judge at $C3M_API_BASE_URL")

@@ -117,5 +117,18 @@ def test_judged_accuracy_is_reported_beside_oracle_reader(dataset, tmp_path):
     header = make_header(CFG, None, judge="f1")
     write_report(everything, tmp_path / "out", header, n_boot=100)
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "Judged answer accuracy (judged: answerer extractive, judge f1)" in report
+    assert "Judged answer accuracy (judged: answerer extractive, judge f1, perception none (text only))" in report
     assert "Oracle-reader accuracy" in report
+
+
+def test_oracle_perception_captions_reach_the_answerer(tmp_path):
+    from c3m.eval.synth import generate_dataset
+
+    ds = generate_dataset(tmp_path / "syn", length=2000, episodes=1, seed=2, progress=False)
+    everything = run_eval([ds], ["dense-topk"], tmp_path / "out", config=CFG, progress=False, judge="f1",
+                          perception="oracle")
+    qs = [q for r in everything["dense-topk"]["2k"] for q in r.questions]
+    assert qs and all(q.judged_acc is not None for q in qs)
+    assert any("[image:" in (q.prediction or "") for q in qs)  # the extractive answerer quotes captions
+    header = make_header(CFG, None, judge="f1", perception="oracle")
+    assert "oracle (hidden ground truth)" in header["answer_accuracy"]

@@ -99,21 +99,31 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
+@lru_cache(maxsize=8)
+def _perception(name: str | None, dataset_root: str):
+    from ..models import make_extractor
+
+    return make_extractor(name, dataset_dir=dataset_root) if name else None
+
+
 def _replay_job(history: History, store: str, config: MemoryConfig, budget: ReaderBudget | None, length: str,
-                guard: tuple[str, ...], judge: str | None) -> HistoryResult:
+                guard: tuple[str, ...], judge: str | None, perception: str | None = None) -> HistoryResult:
     shutil.rmtree(store, ignore_errors=True)  # unfinished before: start this history from scratch
     models = _models(config.text_embedder, config.token_counter, config.answerer)
+    dataset_root = str(Path(guard[0]).parent)
     return replay_history(history, store, config=config, models=models, budget=budget, length=length,
-                          guard_paths=guard, judge=_judge(judge))
+                          guard_paths=guard, judge=_judge(judge), perception=_perception(perception, dataset_root))
 
 
 def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *, config: MemoryConfig | None = None,
              budget: ReaderBudget | None = None, workers: int = 1, progress: bool = True,
-             limit: int | None = None, judge: str | None = None) -> dict[str, dict[str, list[HistoryResult]]]:
+             limit: int | None = None, judge: str | None = None,
+             perception: str | None = None) -> dict[str, dict[str, list[HistoryResult]]]:
     """Replay every history of every dataset through every method; returns {method: {length: results}}.
 
     With ``judge`` (``em``, ``f1``, ``api``) the configured answerer also answers each question and the
-    judge scores it (``judged_acc``)."""
+    judge scores it (``judged_acc``); with ``perception`` (``oracle``, ``scene-encoder``) a text-only answerer
+    also reads each context image's caption from that extractor."""
     from tqdm import tqdm
 
     from ..dataset import load_dataset
@@ -137,7 +147,7 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
             for i, h in enumerate(histories):
                 if i % world == rank and h.id not in done:
                     store = out / "stores" / _safe(method) / _safe(length) / _safe(h.id)
-                    jobs.append((res_file, method, length, (h, str(store), cfg, budget, length, guard, judge)))
+                    jobs.append((res_file, method, length, (h, str(store), cfg, budget, length, guard, judge, perception)))
     bar = tqdm(total=len(jobs), desc="eval", unit="history", disable=not progress)
     if workers <= 1:
         for res_file, method, length, args in jobs:

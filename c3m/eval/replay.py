@@ -88,9 +88,18 @@ class HistoryResult:
         return cls(**data)
 
 
+def with_captions(ctx, extractor, load_image):
+    """The context as a text-only answerer reads it with a perception backend: each original image is
+    followed by its caption (``[image: ...]``). Captions are not charged to the reader budget here."""
+    items = tuple(replace(i, text=i.text + "".join(f" [image: {extractor.caption(load_image(im))}]"
+                                                   for im in i.images)) if i.images else i
+                  for i in ctx.items)
+    return replace(ctx, items=items)
+
+
 def replay_history(history: History, store: str | Path, *, config: MemoryConfig, models: Models | None = None,
                    budget: ReaderBudget | None = None, length: str = "?", guard_paths=(),
-                   judge=None) -> HistoryResult:
+                   judge=None, perception=None) -> HistoryResult:
     """Write every session (questions hidden), then ask every question; returns the measurements."""
     from ..memory import Memory
 
@@ -112,7 +121,8 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
             ctx = mem.retrieve(q.question, budget)
             scored = score_context(namespace, q, ctx, time.perf_counter() - t0)
             if judge is not None:
-                answer = mem.models.answerer.answer(q.question, ctx, image_loader=mem.store.image_bytes)
+                read = with_captions(ctx, perception, mem.store.image_bytes) if perception is not None else ctx
+                answer = mem.models.answerer.answer(q.question, read, image_loader=mem.store.image_bytes)
                 verdict = judge.judge(q.question, q.answer, answer.text, q.category)
                 scored = replace(scored, judged_acc=float(verdict.correct), prediction=answer.text)
             result.questions.append(scored)

@@ -42,10 +42,12 @@ def _commit() -> str:
         return "unknown"
 
 
-def make_header(config, budget, *, seed: int = 0, command: str | None = None, judge: str | None = None) -> dict:
+def make_header(config, budget, *, seed: int = 0, command: str | None = None, judge: str | None = None,
+                perception: str | None = None) -> dict:
     return {"command": command or " ".join(["c3m", *sys.argv[1:]]),
-            "answer_accuracy": (f"judged: answerer {config.answerer}, judge {judge}" if judge
-                                else "not judged (no --judge); oracle-reader accuracy only"),
+            "answer_accuracy": (f"judged: answerer {config.answerer}, judge {judge}, perception "
+                                f"{perception + (' (hidden ground truth)' if perception == 'oracle' else '') if perception else 'none (text only)'}"
+                                if judge else "not judged (no --judge); oracle-reader accuracy only"),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": _commit(),
             "machine": describe_machine(),
             "seed": seed, "config": as_json_dict(config), "budget": as_json_dict(budget)}
