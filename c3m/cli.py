@@ -386,9 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--perception", choices=("oracle", "scene-encoder"),
                     help="with --judge: captions of context images for a text-only answerer (oracle = the "
                          "synthetic dataset's hidden ground truth, named as such in the report)")
-    sp.add_argument("--judge", choices=("em", "f1", "api"),
+    sp.add_argument("--judge", choices=("em", "f1", "contains", "api"),
                     help="also answer each question (configured answerer) and judge it: exact match, token F1, "
-                         "or an LLM judge at $C3M_API_BASE_URL")
+                         "gold-contained-in-prediction, or an LLM judge at $C3M_API_BASE_URL")
     sp.set_defaults(func=cmd_eval)
     return p
 

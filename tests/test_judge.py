@@ -87,3 +87,15 @@ def test_ar_correct_iff_prediction_refuses(judge):
     # without a category, a refusing gold switches the rule on; a non-AR question is never judged by it
     assert judge.judge("q", gold, "Not mentioned anywhere.").correct
     assert not judge.judge("q", "Rex", "I don't know.", "IE").correct
+
+
+def test_contains_judge_accepts_verbose_correct_answers_only():
+    from c3m.models.judge import ContainsJudge
+
+    j = ContainsJudge()
+    assert j.judge("q", "blue", "The mug is blue now.", "KU").correct
+    assert j.judge("q", "two water bottles", "I see two water bottles on the right.", "IE").correct
+    assert not j.judge("q", "blue", "It was bluish.", "KU").correct  # whole tokens only
+    assert not j.judge("q", "red", "I don't know whether it is red.", "KU").correct  # a refusal is not an answer
+    assert j.judge("q", "You never mentioned a dog.", "I don't know.", "AR").correct
+    assert not j.judge("q", "You never mentioned a dog.", "Biscuit.", "AR").correct

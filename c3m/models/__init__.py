@@ -15,7 +15,7 @@ from .answer import ExtractiveAnswerer
 from .base import Answerer, Extractor, ImageEmbedder, RelationHead, TextEmbedder, TokenCounter, VisualAnchor
 from .cache import CachedExtractor
 from .hashing import HashingEmbedder
-from .judge import ExactMatchJudge, F1Judge, Judge, JudgeResult, exact_match, is_refusal, token_f1
+from .judge import ContainsJudge, ExactMatchJudge, F1Judge, Judge, JudgeResult, exact_match, is_refusal, token_f1
 from .registry import available_backends
 from .summary import LeadSummarizer
 from .tokens import ApproxTokenCounter, HFTokenCounter
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 TEXT_EMBEDDERS = ("auto", "minilm", "hashing")
 TOKEN_COUNTERS = ("auto", "minilm", "approx")
 ANSWERERS = ("extractive", "smollm", "local", "api")
-JUDGES = ("em", "f1", "api")
+JUDGES = ("em", "f1", "contains", "api")
 EXTRACTORS = ("oracle", "scene-encoder", "local")
 IMAGE_EMBEDDERS = ("scene-encoder", "local:PATH")
 
@@ -109,11 +109,14 @@ def make_answerer(name: str = "extractive") -> Answerer:
 
 
 def make_judge(name: str = "f1") -> Judge:
-    """``em`` exact match, ``f1`` token F1 >= 0.5 (SQuAD normalisation), ``api`` an LLM judge."""
+    """``em`` exact match, ``f1`` token F1 >= 0.5, ``contains`` gold inside the prediction (all with SQuAD
+    normalisation and the AR refusal rule), ``api`` an LLM judge."""
     if name == "em":
         return ExactMatchJudge()
     if name == "f1":
         return F1Judge()
+    if name == "contains":
+        return ContainsJudge()
     if name == "api":
         from .api import ApiClient, ApiJudge
 

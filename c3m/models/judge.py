@@ -118,5 +118,24 @@ class F1Judge:
         return JudgeResult(f1 >= self.threshold, f1, self.name, {"rule": "f1", "em": exact_match(gold, prediction)})
 
 
-__all__ = ["ExactMatchJudge", "F1Judge", "Judge", "JudgeResult", "exact_match", "is_refusal", "normalize_answer",
+class ContainsJudge:
+    """Correct iff the normalised gold answer occurs as a whole-token run inside the normalised prediction
+    and the prediction does not refuse (refusal rule for AR).
+
+    Why: short gold answers ("blue", "two water bottles") against sentence-long predictions make token F1
+    punish verbosity rather than wrongness; containment is the usual lenient check. It can be fooled by a
+    prediction that lists several candidates, so token F1 is kept in ``detail`` as a second signal.
+    """
+
+    name = "contains"
+
+    def judge(self, question: str, gold: str, prediction: str, category: str | None = None) -> JudgeResult:
+        if refusal_mode(gold, category):
+            return _refusal_result(self.name, prediction)
+        g, p = normalize_answer(gold).split(), normalize_answer(prediction).split()
+        hit = bool(g) and not is_refusal(prediction) and any(p[i:i + len(g)] == g for i in range(len(p) - len(g) + 1))
+        return JudgeResult(hit, float(hit), self.name, {"rule": "contains", "f1": token_f1(gold, prediction)})
+
+
+__all__ = ["ContainsJudge", "ExactMatchJudge", "F1Judge", "Judge", "JudgeResult", "exact_match", "is_refusal", "normalize_answer",
            "refusal_mode", "token_f1"]

@@ -100,6 +100,7 @@ def available_backends() -> list[dict[str, Any]]:
         _api("answerer"),
         _always("judge", "em", "exact match after normalisation"),
         _always("judge", "f1", "token F1 >= 0.5 after normalisation"),
+        _always("judge", "contains", "normalised gold answer inside the prediction"),
         _api("judge"),
         _row("anchors", "spacy", _missing("spacy", SPACY_MODEL), f"spaCy pipeline {SPACY_MODEL} (NER + parser)",
              _package_dir(SPACY_MODEL), SPACY_HINT),
