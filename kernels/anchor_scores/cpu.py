@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._compat import njit, prange
+from .._rows import sort_row as _sort_row
 
 
 @njit(inline="always")
@@ -42,20 +43,6 @@ def _select_row(tlist, nt, acc, touched, out_s, out_i, row, k):  # pragma: no co
                                                   and out_i[row, u] > out_i[row, mp]):
                 mp = u
     return cnt
-
-
-@njit(inline="always")
-def _sort_row(out_s, out_i, row, cnt):  # pragma: no cover - numba
-    for t in range(1, cnt):
-        vs = out_s[row, t]
-        vi = out_i[row, t]
-        u = t - 1
-        while u >= 0 and (out_s[row, u] < vs or (out_s[row, u] == vs and out_i[row, u] > vi)):
-            out_s[row, u + 1] = out_s[row, u]
-            out_i[row, u + 1] = out_i[row, u]
-            u -= 1
-        out_s[row, u + 1] = vs
-        out_i[row, u + 1] = vi
 
 
 @njit(parallel=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._compat import njit, prange
+from .._rows import sort_row
 
 @njit(parallel=True, fastmath=True)
 def _scan_topk(q, keys, starts, ends, mask, mask_mode, k, out_s, out_i):  # pragma: no cover - numba
@@ -61,17 +62,7 @@ def _scan_topk(q, keys, starts, ends, mask, mask_mode, k, out_s, out_i):  # prag
                             out_s[b, t] == out_s[b, minpos] and out_i[b, t] > out_i[b, minpos]):
                         minpos = t
                 minval = out_s[b, minpos]
-        # insertion sort of the cnt filled slots: score desc, index asc
-        for t in range(1, cnt):
-            vs = out_s[b, t]
-            vi = out_i[b, t]
-            u = t - 1
-            while u >= 0 and (out_s[b, u] < vs or (out_s[b, u] == vs and out_i[b, u] > vi)):
-                out_s[b, u + 1] = out_s[b, u]
-                out_i[b, u + 1] = out_i[b, u]
-                u -= 1
-            out_s[b, u + 1] = vs
-            out_i[b, u + 1] = vi
+        sort_row(out_s, out_i, b, cnt)  # score desc, index asc
 
 
 def scan_topk_numpy(q: np.ndarray, keys: np.ndarray, k: int, starts: np.ndarray, ends: np.ndarray,
@@ -146,16 +137,7 @@ def _block_select(S, base, mask, mask_mode, out_s, out_i, cnt, minpos):  # pragm
 @njit
 def _sort_rows(out_s, out_i, cnt):  # pragma: no cover - numba
     for b in range(out_s.shape[0]):
-        for t in range(1, cnt[b]):
-            vs = out_s[b, t]
-            vi = out_i[b, t]
-            u = t - 1
-            while u >= 0 and (out_s[b, u] < vs or (out_s[b, u] == vs and out_i[b, u] > vi)):
-                out_s[b, u + 1] = out_s[b, u]
-                out_i[b, u + 1] = out_i[b, u]
-                u -= 1
-            out_s[b, u + 1] = vs
-            out_i[b, u + 1] = vi
+        sort_row(out_s, out_i, b, cnt[b])
 
 
 def _matmul_into():
