@@ -147,6 +147,16 @@ def url_marker(url: str, caption: str | None) -> str:
     return f"[image: {caption or 'no caption'} {url}]"
 
 
+def convert_records(src: str | Path, out: str | Path, kind: str, label: str, record_to_history) -> ConversionSummary:
+    """The shared converter shape: read the whole source first (a bad file leaves no output), then turn
+    each top-level record into a History with ``record_to_history(reader, obj, path, summary)``."""
+    r = Reader(Path(src), label)
+    summary = ConversionSummary(kind, str(src))
+    records = r.load()
+    histories = (record_to_history(r, r.obj(obj, f"[{i}]"), f"[{i}]", summary) for i, obj in enumerate(records))
+    return write(histories, out, summary)
+
+
 def write(histories: Iterable[History], out: str | Path, summary: ConversionSummary) -> ConversionSummary:
     """Sort sessions chronologically (stable), count, and write a dataset that ``load_dataset`` accepts.
 

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from ...types import EvidenceRef, History, Question, Session, Turn
-from .common import ConversionSummary, Reader, url_marker, write
+from .common import ConversionSummary, Reader, convert_records, url_marker
 
 CATEGORY = {1: "MSR", 2: "TR", 3: "IE", 4: "IE", 5: "AR"}
 REFUSAL = "Not mentioned in the conversation."
@@ -34,11 +34,7 @@ _DIA = re.compile(r"D(\d+):(\d+)")
 
 def convert_locomo(src: str | Path, out: str | Path) -> ConversionSummary:
     """Convert a LoCoMo JSON file into a c3m dataset folder ``out``."""
-    r = Reader(Path(src), "LoCoMo")
-    summary = ConversionSummary("locomo", str(src))
-    records = r.load()  # read before anything is written, so a bad file leaves no output
-    histories = (_sample(r, r.obj(obj, f"[{i}]"), f"[{i}]", summary) for i, obj in enumerate(records))
-    return write(histories, out, summary)
+    return convert_records(src, out, "locomo", "LoCoMo", _sample)
 
 
 def _sample(r: Reader, obj: dict, path: str, summary: ConversionSummary) -> History:

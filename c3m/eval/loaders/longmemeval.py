@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...types import ROLES, EvidenceRef, History, Question, Session, Turn
-from .common import ConversionSummary, Reader, answer_turns, write
+from .common import ConversionSummary, Reader, answer_turns, convert_records
 
 CATEGORY = {"single-session-user": "IE", "single-session-assistant": "IE", "single-session-preference": "IE",
             "multi-session": "MSR", "temporal-reasoning": "TR", "knowledge-update": "KU"}
@@ -28,11 +28,7 @@ DATE_EXAMPLE = "2023/05/20 (Sat) 02:21"
 
 def convert_longmemeval(src: str | Path, out: str | Path) -> ConversionSummary:
     """Convert a LongMemEval JSON file into a c3m dataset folder ``out``."""
-    r = Reader(Path(src), "LongMemEval")
-    summary = ConversionSummary("longmemeval", str(src))
-    records = r.load()  # read before anything is written, so a bad file leaves no output
-    histories = (_instance(r, r.obj(obj, f"[{i}]"), f"[{i}]", summary) for i, obj in enumerate(records))
-    return write(histories, out, summary)
+    return convert_records(src, out, "longmemeval", "LongMemEval", _instance)
 
 
 def category_of(question_type: str, question_id: str) -> str | None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...types import CATEGORIES, ROLES, EvidenceRef, History, Question, Session, Turn
-from .common import ConversionSummary, Reader, answer_turns, url_marker, write
+from .common import ConversionSummary, Reader, answer_turns, convert_records, url_marker
 from .longmemeval import category_of as lme_category
 
 DATE_FORMATS = ("%Y/%m/%d %H:%M", "%Y/%m/%d %H:%M:%S", "%Y/%m/%d", "%Y-%m-%d %H:%M")
@@ -39,11 +39,7 @@ LONG_NAMES = (("information extraction", "IE"), ("multi session", "MSR"), ("mult
 
 def convert_memlens(src: str | Path, out: str | Path) -> ConversionSummary:
     """Convert a MemLens JSON file (images relative to it) into a c3m dataset folder ``out``."""
-    r = Reader(Path(src), "MemLens")
-    summary = ConversionSummary("memlens", str(src))
-    records = r.load()  # read before anything is written, so a bad file leaves no output
-    histories = (_item(r, r.obj(obj, f"[{i}]"), f"[{i}]", summary) for i, obj in enumerate(records))
-    return write(histories, out, summary)
+    return convert_records(src, out, "memlens", "MemLens", _item)
 
 
 def category_of(question_type: str, question_id: str = "") -> str | None:
