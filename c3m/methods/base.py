@@ -71,7 +71,7 @@ def register(cls: type[MemoryMethod]) -> type[MemoryMethod]:
 
 
 def available_methods() -> list[str]:
-    from . import dense_topk  # noqa: F401  (registers)
+    from . import c3m, dense_topk  # noqa: F401  (registers)
 
     return sorted(_REGISTRY)
 

@@ -1,0 +1,1 @@
+"""The read path: BMER routing and budgeted selection over an active index."""

@@ -1,0 +1,152 @@
+"""BMER (C3M §2.2): pages → entries → Raw Nodes and original images, under the joint reader budget.
+
+1. **Entries are scored** s(q, e) = cos(q, z_e) + β · lex(q, e), where lex is the IDF-weighted share of the
+   question's entities and attribute words that the entry's routing text holds (the index's own anchors).
+2. **Pages** (Eq. 5): s(q, p) = ½ cos(q, z_p) + ½ max_{e∈p} s(q, e) — the page's topic and its best entry.
+   Pages are taken greedily by s(q, p) + γ · CovGain(p), CovGain = the mean of the shares of the page's
+   source sessions and of its relation labels that the pages already taken do not cover (the page itself
+   is the cluster). Page beam = the budget's page limit.
+3. **Entries** D_q: TopK(``entries_k``) by s(q, e) within the chosen pages.
+4. **Expand** every routed entry into Src(e) — its pointers *and* its update chain's (so "before" states are
+   reachable). Each node's relevance is Rel = cos(q, v_node) + η · s(q, e) (the entry's score flows to the
+   evidence it points at, so a weakly worded turn about the routed thing still counts); the ``pool`` most
+   relevant go to the solver.
+5. **Select** (Eq. 6–7) with ``c3m_kernels.budget_solve`` in coverage mode: Rel + λ · Cov over source
+   sessions and entries, costs (page once per group, 1 node, its images, its text tokens) ≤ budget.
+The route trace logs every stage, so update, routing and answerer failures can be told apart.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace, node_id_for
+from ..write.features import idf
+from ..write.index import ActiveIndex, IndexEntry
+
+
+@dataclass(frozen=True)
+class BmerConfig:
+    gamma: float = 0.1        # CovGain weight in page routing (Eq. 5)
+    entries_k: int = 6        # entries routed within the chosen pages
+    lexical: float = 0.3      # β: weight of anchor overlap in s(q, e)
+    entry_boost: float = 0.3  # η: share of the entry score a node inherits
+    lam: float = 0.05         # λ: coverage weight in the selection (Eq. 6)
+    pool: int = 48            # most relevant expanded nodes handed to the solver
+
+
+def lexical(q_keys: set[str], e: IndexEntry, index: ActiveIndex) -> float:
+    if not q_keys:
+        return 0.0
+    held = set(e.entities) | set(e.states) | {w for k in e.entities for w in k.split()}
+    w = {k: idf(k, index.df, index.n_docs) for k in q_keys}
+    return sum(w[k] for k in q_keys if k in held) / sum(w.values())
+
+
+def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBudget, cfg: BmerConfig):
+    """(pages [(page, score)], entries [(entry, score)]) for a question vector and its anchor keys."""
+    entries = index.ordered()
+    if not entries or budget.pages == 0:
+        return [], []
+    e_score = {e.entry_id: float(e.z @ q) + cfg.lexical * lexical(q_keys, e, index) for e in entries}
+    p_score = []
+    for p, page in enumerate(index.pages):
+        members = [e for e in entries if e.page == p]
+        best = max((e_score[e.entry_id] for e in members), default=0.0)
+        p_score.append(0.5 * float(page.z @ q) + 0.5 * best)
+    sessions = [set().union(*(set(e.sources()) for e in entries if e.page == p)) for p in range(len(index.pages))]
+    labels = [set().union(*(set(e.labels) for e in entries if e.page == p)) for p in range(len(index.pages))]
+    chosen: list[tuple[int, float]] = []
+    cov_s, cov_l = set(), set()
+    for _ in range(min(budget.pages, len(index.pages))):
+        def gain(p):
+            gs = len(sessions[p] - cov_s) / len(sessions[p]) if sessions[p] else 0.0
+            gl = len(labels[p] - cov_l) / len(labels[p]) if labels[p] else 0.0
+            return 0.5 * (gs + gl)
+        rest = [p for p in range(len(index.pages)) if p not in {c for c, _ in chosen}]
+        p = max(rest, key=lambda p: (p_score[p] + cfg.gamma * gain(p), -p))
+        chosen.append((p, p_score[p] + cfg.gamma * gain(p)))
+        cov_s |= sessions[p]
+        cov_l |= labels[p]
+    in_pages = {p for p, _ in chosen}
+    routed = sorted((e for e in entries if e.page in in_pages), key=lambda e: (-e_score[e.entry_id], e.entry_id))
+    return chosen, [(e, e_score[e.entry_id]) for e in routed[: cfg.entries_k]]
+
+
+def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_keys: set[str], budget: ReaderBudget,
+           cfg: BmerConfig, *, vectors, get_nodes, count, method: str) -> Context:
+    """The whole read path for one question (module docstring). ``vectors(node_ids) -> [n, d]`` gives the
+    Raw Nodes' shared embeddings, ``get_nodes(ids) -> {id: RawNode}`` reads the Cold Store."""
+    pages, routed = route(index, q, q_keys, budget, cfg)
+    if not routed:
+        note = "empty memory" if not index.entries else "no page routed (page budget 0)"
+        return Context(question, (), BudgetUse(), budget, RouteTrace(method, notes=(note,)))
+    owner: dict[str, tuple[IndexEntry, float]] = {}
+    for e, s in routed:  # a node reached from several entries keeps its best-scoring owner
+        for sid, turns in e.sources().items():
+            for t in turns:
+                nid = node_id_for(namespace, sid, t)
+                if nid not in owner or s > owner[nid][1]:
+                    owner[nid] = (e, s)
+    expanded = sorted(owner)
+    from c3m_kernels import candidate_topk
+
+    V = vectors(expanded)
+    k = min(cfg.pool, len(expanded))
+    _, idx = candidate_topk(q[None, :].astype(np.float32), V, k)
+    pool_ids = [expanded[int(i)] for i in idx[0] if i >= 0]
+    rel_cos = {expanded[int(i)]: float(V[int(i)] @ q) for i in idx[0] if i >= 0}
+    nodes = get_nodes(pool_ids)
+    pool: list[tuple[RawNode, float, IndexEntry]] = []
+    for nid in pool_ids:
+        node = nodes.get(nid)
+        if node is None or node.redacted:
+            continue
+        e, s = owner[nid]
+        pool.append((node, rel_cos[nid] + cfg.entry_boost * s, e))
+    chosen, dropped = _solve(pool, budget, cfg, count)
+    picked = [pool[i] for i in chosen]
+    picked.sort(key=lambda c: (c[0].time, c[0].session_id, c[0].turn_index))
+    tokens = {id(n): count(n.text) for n, _, _ in picked}
+    items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.RAW_TEXT, n.text, n.images, round(r, 4),
+                              tokens[id(n)]) for n, r, _ in picked)
+    use = BudgetUse(len({e.page for _, _, e in picked}), len(picked), sum(len(n.images) for n, _, _ in picked),
+                    sum(tokens.values()))
+    trace = RouteTrace(
+        method,
+        pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
+        entries=tuple((e.entry_id, round(s, 4)) for e, s in routed),
+        candidates=tuple((n.node_id, round(r, 4)) for n, r, _ in sorted(pool, key=lambda c: -c[1])),
+        expanded_nodes=tuple(expanded),
+        expanded_images=tuple(im.sha256 for n, _, _ in pool for im in n.images),
+        selected_nodes=tuple(n.node_id for n, _, _ in picked),
+        covered_sessions=tuple(dict.fromkeys(n.session_id for n, _, _ in picked)),
+        dropped_for_budget=tuple(pool[i][0].node_id for i in dropped),
+        notes=(f"{len(expanded)} nodes expanded from {len(routed)} entries on {len(pages)} pages",),
+    )
+    return Context(question, items, use, budget, trace)
+
+
+def _solve(pool, budget: ReaderBudget, cfg: BmerConfig, count) -> tuple[list[int], list[int]]:
+    """Indices chosen by ``budget_solve`` (coverage mode) and the positive-value ones it left out."""
+    if not pool:
+        return [], []
+    from c3m_kernels import budget_solve
+
+    M = len(pool)
+    pages = sorted({e.page for _, _, e in pool})
+    sessions = sorted({n.session_id for n, _, _ in pool})
+    entry_ids = sorted({e.entry_id for _, _, e in pool})
+    values = np.array([[max(1e-3, r + 1.0) for _, r, _ in pool]])  # cosine-based Rel shifted positive
+    costs = np.array([[[0, 1, len(n.images), count(n.text)] for n, _, _ in pool]], dtype=np.float64)
+    groups = np.array([[pages.index(e.page) for _, _, e in pool]], dtype=np.int64)
+    L = len(sessions) + len(entry_ids)
+    cover = np.zeros((1, M, L), dtype=bool)
+    for i, (n, _, e) in enumerate(pool):
+        cover[0, i, sessions.index(n.session_id)] = True
+        cover[0, i, len(sessions) + entry_ids.index(e.entry_id)] = True
+    chosen = budget_solve(values, costs, np.array(budget.as_tuple(), dtype=np.float64), groups=groups,
+                          mode="coverage", coverage=cover, lam=cfg.lam)[0]
+    picked = [i for i in range(M) if chosen[i]]
+    return picked, [i for i in range(M) if not chosen[i]]

@@ -1,0 +1,1 @@
+"""The write path: units, relation features, RAMU, the bounded active index and its capacity policy."""

@@ -1,0 +1,162 @@
+"""The capacity policy: bring the index back within its write budget after a commit (C3M §2.1, end).
+
+Order of repairs, repeated until every limit holds:
+
+1. **Safe consolidation** (entries or bytes over): merge the pair of entries the relation head calls
+   *same* with confidence ≥ δ (highest first). Only confirmed redundancy is merged.
+2. **Compaction** (index tokens over): shorten the longest routing text one level (fewer entities and
+   "before" states shown, shorter text). Pointers and versions are untouched; logged as ``compact``.
+3. **Pointer-preserving fallback** — an *overflow repair*: fold the least useful entry into its page's
+   spill entry (created from it when the page has none), keeping all its pointers, versions and relation
+   labels. Least useful = lowest *specificity-recency* utility: mean IDF of its entities (repeated small
+   talk has common entities), plus a tenth of its recency rank as a tie-break. A named heuristic,
+   query-blind.
+4. When every entry is already a spill and a limit still fails, the two closest pages' spills are folded
+   together; when one spill is left and the limit still fails, the budget cannot hold this history's
+   pointers at all and ``CapacityError`` names the limit (the commit is then rolled back, nothing lost).
+
+Every repair is logged with what moved where; the pointer set is the same before and after (asserted).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..errors import C3MError
+from ..types import Relation, WriteBudget
+from .features import idf, relation_features
+from .index import ActiveIndex, IndexEntry, merge_pointers, normalize
+from .units import Unit
+
+MAX_COMPACT = 3
+
+
+class CapacityError(C3MError):
+    """The write budget cannot hold the index even after every repair."""
+
+
+def _as_unit(e: IndexEntry) -> Unit:
+    return Unit("", [], [], e.time, e.text, e.z, set(e.entities), set(e.states))
+
+
+def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> None:
+    """Move everything of ``src`` into ``dst`` (pointers, versions, labels, entities) and drop ``src``."""
+    dst.pointers = merge_pointers(dst.pointers, src.pointers)
+    dst.versions = sorted(dst.versions + src.versions, key=lambda v: v.time)
+    dst.labels.update(src.labels)
+    dst.labels[label] += 1
+    dst.entities.update(src.entities)
+    dst.z = normalize(dst.z * dst.support + src.z * src.support)
+    dst.support += src.support
+    dst.time, dst.first_time = max(dst.time, src.time), min(dst.first_time, src.first_time)
+    if dst.kind == "spill":
+        dst.members += [src.entry_id] + src.members
+        dst.states = []
+    else:
+        dst.states = list(dict.fromkeys(dst.states + src.states))[-8:]
+    del index.entries[src.entry_id]
+    for e in index.entries.values():
+        e.links = [[dst.entry_id if t == src.entry_id else t, r, c] for t, r, c in e.links]
+
+
+def safe_pair(index: ActiveIndex, head, delta: float, k: int = 4):
+    """The most confident (same, c ≥ δ) pair among regular entries, or None."""
+    entries = [e for e in index.ordered() if e.kind == "entry"]
+    if len(entries) < 2:
+        return None
+    from c3m_kernels import candidate_topk
+
+    Z = index.matrix(entries)
+    scores, idx = candidate_topk(Z, Z, min(k + 1, len(entries)))
+    pairs, feats = [], []
+    for i, row in enumerate(idx):
+        for j in row:
+            j = int(j)
+            if j > i:  # each unordered pair once, the older entry first
+                pairs.append((entries[i], entries[j]))
+                feats.append(relation_features(_as_unit(entries[j]), entries[i], index.df, index.n_docs))
+    best = None
+    for (a, b), (r, c) in zip(pairs, head.predict(feats)):
+        if r is Relation.SAME and c >= delta and (best is None or c > best[2]):
+            best = (a, b, c)
+    return best
+
+
+def utility(index: ActiveIndex, e: IndexEntry, recency_rank: float) -> float:
+    ents = e.top_entities()
+    spec = sum(idf(k, index.df, index.n_docs) for k in ents) / len(ents) if ents else 0.0
+    top = max(idf("\0never-seen", index.df, index.n_docs), 1e-9)
+    return spec / top + 0.1 * recency_rank
+
+
+def _victim(index: ActiveIndex) -> IndexEntry | None:
+    regular = sorted((e for e in index.entries.values() if e.kind == "entry"), key=lambda e: (e.time, e.entry_id))
+    if not regular:
+        return None
+    n = max(1, len(regular) - 1)
+    return min(regular, key=lambda e: (utility(index, e, regular.index(e) / n), e.entry_id))
+
+
+def _spill_of(index: ActiveIndex, page: int) -> IndexEntry | None:
+    return next((e for e in index.ordered() if e.kind == "spill" and e.page == page), None)
+
+
+def enforce(index: ActiveIndex, budget: WriteBudget, head, count, delta: float) -> list[dict]:
+    """Repair until the index fits ``budget``; returns the log records (see module docstring)."""
+    before = index.sources()
+    log: list[dict] = []
+    while True:
+        over = index.over(index.usage(count), budget)
+        if not over:
+            break
+        if "entries" in over or "index_bytes" in over:
+            pair = safe_pair(index, head, delta)
+            if pair is not None:
+                a, b, c = pair
+                _fold(index, b, a, "same")
+                index.refresh_pages()
+                log.append({"action": "consolidate", "kept": a.entry_id, "merged": b.entry_id,
+                            "relation": "same", "confidence": round(c, 4), "over": over})
+                continue
+        if over == ["index_tokens"]:
+            longest = max((e for e in index.entries.values() if e.compact < MAX_COMPACT),
+                          key=lambda e: (count(e.render()), e.entry_id), default=None)
+            if longest is not None:
+                longest.compact += 1
+                log.append({"action": "compact", "entry": longest.entry_id, "level": longest.compact, "over": over})
+                continue
+        victim = _victim(index)
+        if victim is not None:
+            spill = _spill_of(index, victim.page)
+            if spill is None:  # the page's first spill: a new spill entry takes the victim's place
+                spill = IndexEntry(index.new_id(), victim.z, {}, victim.time, victim.first_time, "",
+                                   page=victim.page, kind="spill", support=0)
+                index.entries[spill.entry_id] = spill
+            moved = sum(len(t) for t in victim.sources().values())
+            _fold(index, victim, spill, "spilled")
+            index.refresh_pages()
+            log.append({"action": "overflow_repair", "moved": victim.entry_id, "into": spill.entry_id,
+                        "page": spill.page, "pointers": moved, "labels": dict(victim.labels), "over": over})
+            continue
+        spills = index.ordered()
+        if len(spills) >= 2:  # every entry is a spill: fold the two closest pages together
+            a, b = max(((x, y) for i, x in enumerate(spills) for y in spills[i + 1:]),
+                       key=lambda p: (float(p[0].z @ p[1].z), p[1].entry_id))
+            moved = sum(len(t) for t in b.sources().values())
+            for e in index.entries.values():
+                if e.page == b.page and e is not b:
+                    e.page = a.page
+            page_b = b.page
+            _fold(index, b, a, "spilled")
+            index.refresh_pages()
+            log.append({"action": "overflow_repair", "moved": b.entry_id, "into": a.entry_id, "page": page_b,
+                        "pointers": moved, "labels": {}, "over": over, "pages_merged": True})
+            continue
+        if "index_tokens" in over and spills and spills[0].compact < MAX_COMPACT:
+            spills[0].compact = MAX_COMPACT
+            continue
+        names = {"entries": "entries", "pages": "pages", "index_tokens": "index_tokens", "index_bytes": "index_bytes"}
+        raise CapacityError(f"the write budget's {', '.join(names[o] for o in over)} cannot hold this index even "
+                            f"as one spill entry (usage {index.usage(count)}, budget {budget.as_tuple()})",
+                            fix=f"raise write_budget.{over[0]} (e.g. WriteBudget.scaled) or use a smaller history")
+    assert index.sources() == before, "capacity repair changed the pointer set"
+    return log

@@ -1,0 +1,275 @@
+"""The bounded active index: entries and pages, their accounting against the write budget, and its JSON.
+
+An entry is m = (z, P, tau) plus what routing and RAMU need: entity counts, current attribute values, a
+short routing text, the update chain (``versions``: each predecessor state with its own pointers, so
+"before" states stay reachable — Src(e) is ``pointers`` plus every version's pointers), relation labels,
+and keep-links to related entries. A *spill* entry is the capacity fallback's page-level entry: it holds
+the pointers, versions and relation labels of every entry folded into it.
+
+Pointers are stored per session as turn-index ranges (``{"s004": "0-5,7"}``): Raw-Node ids are derived
+from (namespace, session, turn) (``types.node_id_for``), so nothing is lost, and a long history's pointer
+list costs bytes in proportion to its sessions rather than its turns.
+
+**Accounting** (checked against ``WriteBudget`` after every commit): entries and pages are counted
+directly; index tokens are the token counts of every routing text the index holds (entry texts as
+``render`` shows them, page summaries); index bytes are the length of the index's JSON (``state()``,
+vectors as base64 float16, pointers as ranges, document frequencies included).
+"""
+from __future__ import annotations
+
+import base64
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+import json
+
+import numpy as np
+
+from ..types import Entry, Page, Relation, WriteBudget, node_id_for
+
+MAX_ENTITIES = 12      # entity keys kept per entry (most frequent)
+MAX_STATES = 8         # current attribute values kept per entry
+MAX_RENDERED_VERSIONS = 4
+MAX_DF_KEYS = 4000     # document-frequency table size (least frequent keys dropped first)
+#: (entities shown, "before" states shown, words of text kept; None = all) per compaction level
+COMPACT_LEVELS = ((8, MAX_RENDERED_VERSIONS, None), (4, 2, 16), (2, 1, 8), (1, 0, 0))
+
+
+def encode_vec(z: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(z, np.float16).tobytes()).decode("ascii")
+
+
+def decode_vec(s: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(s), dtype=np.float16).astype(np.float32)
+
+
+def normalize(z: np.ndarray) -> np.ndarray:
+    """Unit length, rounded through float16 exactly as the snapshot stores it, so an index rebuilt from its
+    snapshot behaves bit-for-bit like the one that wrote it."""
+    z = np.asarray(z, np.float32)
+    n = float(np.linalg.norm(z))
+    return decode_vec(encode_vec(z / n if n > 0 else z))
+
+
+def encode_turns(turns) -> str:
+    """Sorted turn indices as ranges: [0,1,2,5] -> "0-2,5"."""
+    out, run = [], []
+    for t in sorted(set(turns)):
+        if run and t == run[-1] + 1:
+            run.append(t)
+        else:
+            if run:
+                out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+            run = [t]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def decode_turns(s: str) -> set[int]:
+    out: set[int] = set()
+    for part in filter(None, s.split(",")):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def merge_pointers(a: dict[str, set[int]], b: dict[str, set[int]]) -> dict[str, set[int]]:
+    out = {s: set(t) for s, t in a.items()}
+    for s, t in b.items():
+        out.setdefault(s, set()).update(t)
+    return out
+
+
+@dataclass
+class Version:
+    """A predecessor state of an updated entry (kept, with its pointers, when Update moves on)."""
+
+    time: datetime
+    pointers: dict[str, set[int]]
+    states: list[str]
+    text: str
+
+    def to_json(self) -> dict:
+        return {"time": self.time.isoformat(), "pointers": {s: encode_turns(t) for s, t in self.pointers.items()},
+                "states": self.states, "text": self.text}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Version":
+        return cls(datetime.fromisoformat(d["time"]), {s: decode_turns(t) for s, t in d["pointers"].items()},
+                   list(d["states"]), d["text"])
+
+
+@dataclass
+class IndexEntry:
+    entry_id: str
+    z: np.ndarray
+    pointers: dict[str, set[int]]
+    time: datetime
+    first_time: datetime
+    text: str
+    page: int = 0
+    kind: str = "entry"  # "entry" | "spill"
+    support: int = 1
+    entities: Counter = field(default_factory=Counter)
+    states: list[str] = field(default_factory=list)
+    versions: list[Version] = field(default_factory=list)
+    labels: Counter = field(default_factory=Counter)       # relation labels recorded on this entry
+    links: list[list] = field(default_factory=list)         # [entry_id, relation, confidence] (Keep)
+    members: list[str] = field(default_factory=list)        # spill: ids of the entries folded in
+    compact: int = 0                                        # routing-text compaction level (0..3)
+
+    def sources(self) -> dict[str, set[int]]:
+        """Src(e): own pointers plus every predecessor version's pointers."""
+        out = {s: set(t) for s, t in self.pointers.items()}
+        for v in self.versions:
+            out = merge_pointers(out, v.pointers)
+        return out
+
+    def top_entities(self, n: int = MAX_ENTITIES) -> list[str]:
+        return [k for k, _ in sorted(self.entities.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+
+    def render(self) -> str:
+        """The routing text this entry holds in the index (what ``c3m inspect`` shows, and what is charged
+        to the index-token budget); shorter at each compaction level."""
+        entities, versions, words = COMPACT_LEVELS[self.compact]
+        text = " ".join(self.text.split()[:words]) if words is not None else self.text
+        parts = [text] if text else []
+        if self.kind == "spill":
+            parts.insert(0, f"[spill of {len(self.members)} entries]")
+        ents = self.top_entities(entities)
+        if ents:
+            parts.append("about: " + ", ".join(ents))
+        if self.states:
+            parts.append("state: " + ", ".join(self.states))
+        shown = self.versions[-versions:] if versions else []
+        if shown:
+            before = "; ".join(f"{v.time.date().isoformat()} {', '.join(v.states) or v.text[:40]}" for v in shown)
+            more = len(self.versions) - len(shown)
+            parts.append("before: " + before + (f" (+{more} earlier)" if more > 0 else ""))
+        return " | ".join(parts)
+
+    def to_json(self) -> dict:
+        return {"id": self.entry_id, "z": encode_vec(self.z), "time": self.time.isoformat(),
+                "first_time": self.first_time.isoformat(), "text": self.text, "page": self.page, "kind": self.kind,
+                "support": self.support, "pointers": {s: encode_turns(t) for s, t in self.pointers.items()},
+                "entities": dict(self.entities), "states": self.states,
+                "versions": [v.to_json() for v in self.versions], "labels": dict(self.labels),
+                "links": self.links, "members": self.members, "compact": self.compact}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "IndexEntry":
+        return cls(d["id"], decode_vec(d["z"]), {s: decode_turns(t) for s, t in d["pointers"].items()},
+                   datetime.fromisoformat(d["time"]), datetime.fromisoformat(d["first_time"]), d["text"],
+                   d["page"], d["kind"], d["support"], Counter(d["entities"]), list(d["states"]),
+                   [Version.from_json(v) for v in d["versions"]], Counter(d["labels"]), list(d["links"]),
+                   list(d["members"]), d.get("compact", 0))
+
+
+@dataclass
+class IndexPage:
+    z: np.ndarray
+    summary: str = ""
+
+
+class ActiveIndex:
+    """Entries + pages + write-time document frequencies, with budget accounting (module docstring)."""
+
+    def __init__(self, dim: int):
+        self.dim = dim
+        self.entries: dict[str, IndexEntry] = {}
+        self.pages: list[IndexPage] = []
+        self.df: Counter = Counter()
+        self.n_docs = 0
+        self.next_id = 0
+
+    # -- ids, statistics ---------------------------------------------------------------------
+    def new_id(self) -> str:
+        self.next_id += 1
+        return f"e{self.next_id:05d}"
+
+    def observe_df(self, keys) -> None:
+        self.n_docs += 1
+        self.df.update(set(keys))
+        if len(self.df) > MAX_DF_KEYS:
+            self.df = Counter(dict(self.df.most_common(MAX_DF_KEYS)))
+
+    # -- views ---------------------------------------------------------------------------------
+    def ordered(self) -> list[IndexEntry]:
+        return sorted(self.entries.values(), key=lambda e: e.entry_id)
+
+    def page_entries(self, page: int) -> list[IndexEntry]:
+        return [e for e in self.ordered() if e.page == page]
+
+    def matrix(self, entries=None) -> np.ndarray:
+        entries = self.ordered() if entries is None else entries
+        return np.stack([e.z for e in entries]).astype(np.float32) if entries else np.zeros((0, self.dim), np.float32)
+
+    def sources(self) -> dict[str, set[int]]:
+        out: dict[str, set[int]] = {}
+        for e in self.entries.values():
+            out = merge_pointers(out, e.sources())
+        return out
+
+    def pointer_ids(self, namespace: str) -> set[str]:
+        return {node_id_for(namespace, s, t) for s, turns in self.sources().items() for t in turns}
+
+    # -- accounting ----------------------------------------------------------------------------
+    def usage(self, count) -> tuple[int, int, int, int]:
+        """(entries, pages, index tokens, index bytes) — the WriteBudget dimensions."""
+        tokens = sum(count(e.render()) for e in self.entries.values()) + sum(count(p.summary) for p in self.pages)
+        nbytes = len(json.dumps(self.state(), separators=(",", ":")).encode())
+        return (len(self.entries), len(self.pages), tokens, nbytes)
+
+    @staticmethod
+    def over(usage, budget: WriteBudget) -> list[str]:
+        names = ("entries", "pages", "index_tokens", "index_bytes")
+        return [n for n, u, b in zip(names, usage, budget.as_tuple()) if u > b]
+
+    # -- pages ---------------------------------------------------------------------------------
+    def refresh_pages(self) -> None:
+        """Drop empty pages (renumbering), recompute each page's centroid and summary."""
+        used = sorted({e.page for e in self.entries.values()})
+        remap = {old: new for new, old in enumerate(used)}
+        for e in self.entries.values():
+            e.page = remap[e.page]
+        self.pages = []
+        for p in range(len(used)):
+            members = self.page_entries(p)
+            z = normalize(sum(e.z * e.support for e in members))
+            ents = Counter()
+            for e in members:
+                ents.update(e.entities)
+            top = [k for k, _ in sorted(ents.items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
+            self.pages.append(IndexPage(z, "page: " + ", ".join(top)))
+
+    # -- persistence -------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {"dim": self.dim, "next_id": self.next_id, "n_docs": self.n_docs, "df": dict(self.df),
+                "entries": [e.to_json() for e in self.ordered()],
+                "pages": [{"z": encode_vec(p.z), "summary": p.summary} for p in self.pages]}
+
+    @classmethod
+    def from_state(cls, d: dict) -> "ActiveIndex":
+        idx = cls(d["dim"])
+        idx.next_id, idx.n_docs, idx.df = d["next_id"], d["n_docs"], Counter(d["df"])
+        idx.entries = {e["id"]: IndexEntry.from_json(e) for e in d["entries"]}
+        idx.pages = [IndexPage(decode_vec(p["z"]), p["summary"]) for p in d["pages"]]
+        return idx
+
+    # -- public views (types.Entry / types.Page) ------------------------------------------
+    def public_entries(self, namespace: str, count) -> list[Entry]:
+        out = []
+        for e in self.ordered():
+            rel = Relation.UPDATE if e.versions else (Relation.SAME if e.support > 1 else None)
+            pred = f"{e.entry_id}@{len(e.versions) - 1}" if e.versions else None
+            text = e.render()
+            out.append(Entry(e.entry_id, tuple(float(x) for x in e.z),
+                             frozenset(node_id_for(namespace, s, t) for s, ts in e.sources().items() for t in ts),
+                             e.time, text, f"p{e.page}", pred, rel, count(text),
+                             len(json.dumps(e.to_json(), separators=(",", ":")).encode())))
+        return out
+
+    def public_pages(self, count) -> list[Page]:
+        return [Page(f"p{i}", tuple(e.entry_id for e in self.page_entries(i)), tuple(float(x) for x in p.z),
+                     p.summary, count(p.summary)) for i, p in enumerate(self.pages)]

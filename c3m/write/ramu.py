@@ -1,0 +1,146 @@
+"""RAMU (C3M §2.1): propose candidates by similarity, judge the relation, act conservatively (Eq. 3).
+
+``propose`` takes the TopK entries by routing-vector similarity (``c3m_kernels.candidate_topk``, dropping
+those under ``min_sim``) plus the TopK by shared rare entities; a unit like nothing in the index has no
+candidates and is *Added*.
+``decide`` runs the relation head over phi(m_t, e) for every candidate. e* is the candidate with the
+strongest *actionable* relation (the highest same-or-update confidence): taking the paper's "highest-
+confidence candidate" literally would let a confidently *distinct* stranger veto a confident merge with
+the entry the unit is really about. Then Eq. 3: Merge if same ∧ c ≥ δ, Update if update ∧ c ≥ δ, Add if no
+candidates, Keep otherwise. ``apply`` carries the action out; Src(e') ⊇ Src(e*) ∪ P_t holds by
+construction (pointers are only ever unioned, and an Update keeps the old state as a version).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..types import Action, Relation, WriteBudget
+from .features import idf, relation_features
+from .index import MAX_ENTITIES, MAX_STATES, ActiveIndex, IndexEntry, IndexPage, Version, merge_pointers, normalize
+from .units import Unit
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    target: str | None           # e*
+    relation: Relation | None
+    confidence: float
+    judged: tuple                # ((entry_id, relation, confidence, similarity), ...) for the log
+
+
+def propose(index: ActiveIndex, unit: Unit, k: int, min_sim: float) -> list[tuple[IndexEntry, float]]:
+    """Hybrid candidates: TopK by routing-vector similarity (``candidate_topk``, at least ``min_sim``) plus
+    TopK by IDF-weighted shared entities. Vector similarity alone misses the entry a unit is about when the
+    wording differs ("I repainted my clock red" sits nearer other repaint sentences than the clock's intro);
+    shared rare entities find it. Returns (entry, cosine) pairs."""
+    entries = [e for e in index.ordered() if e.kind == "entry"]
+    if not entries or k <= 0:
+        return []
+    from c3m_kernels import candidate_topk
+
+    scores, idx = candidate_topk(unit.z[None, :].astype(np.float32), index.matrix(entries), min(k, len(entries)))
+    picked = {int(i): float(s) for s, i in zip(scores[0], idx[0]) if i >= 0 and s >= min_sim}
+    w = {key: idf(key, index.df, index.n_docs) for key in unit.entities}
+    shared = [(sum(w[key] for key in unit.entities if key in e.entities), i) for i, e in enumerate(entries)]
+    for overlap, i in sorted(shared, key=lambda x: (-x[0], x[1]))[:k]:
+        if overlap > 0 and i not in picked:
+            picked[i] = float(entries[i].z @ unit.z)
+    return sorted(((entries[i], s) for i, s in picked.items()), key=lambda c: (-c[1], c[0].entry_id))
+
+
+def decide(unit: Unit, candidates, head, index: ActiveIndex, delta: float) -> Decision:
+    if not candidates:
+        return Decision(Action.ADD, None, None, 1.0, ())
+    feats = [relation_features(unit, e, index.df, index.n_docs) for e, _ in candidates]
+    judged = head.predict(feats)
+    rows = tuple((e.entry_id, r, round(float(c), 4), round(s, 4)) for (e, s), (r, c) in zip(candidates, judged))
+
+    def strength(row):
+        _, r, c, s = row
+        return (r in (Relation.SAME, Relation.UPDATE), c if r in (Relation.SAME, Relation.UPDATE) else -c, s)
+
+    best = max(rows, key=strength)
+    _, r, c, _ = best
+    if r is Relation.SAME and c >= delta:
+        action = Action.MERGE
+    elif r is Relation.UPDATE and c >= delta:
+        action = Action.UPDATE
+    else:
+        action = Action.KEEP
+    return Decision(action, best[0], r, c, rows)
+
+
+def _entity_counter(unit: Unit) -> Counter:
+    return Counter({k: 1 for k in unit.entities})
+
+
+def _trim(entry: IndexEntry) -> None:
+    if len(entry.entities) > MAX_ENTITIES:
+        entry.entities = Counter(dict(sorted(entry.entities.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_ENTITIES]))
+    entry.states = entry.states[-MAX_STATES:]
+
+
+def unit_pointers(unit: Unit) -> dict[str, set[int]]:
+    return {unit.session_id: set(unit.turns)}
+
+
+def place(index: ActiveIndex, entry: IndexEntry, budget: WriteBudget, page_open_sim: float) -> None:
+    """Choose the entry's page: the most similar page with room; a new page when none is similar enough
+    (or none has room) and the page limit allows. Per-page capacity = ceil(entries / pages)."""
+    max_pages = max(1, min(budget.pages, budget.entries))
+    per_page = max(1, math.ceil(budget.entries / max(1, budget.pages)))
+    counts = [len(index.page_entries(p)) for p in range(len(index.pages))]
+    sims = [float(p.z @ entry.z) for p in index.pages]
+    roomy = [p for p in range(len(index.pages)) if counts[p] < per_page]
+    best = max(roomy, key=lambda p: sims[p], default=None)
+    if (best is None or sims[best] < page_open_sim) and len(index.pages) < max_pages:
+        entry.page = len(index.pages)
+        index.pages.append(IndexPage(entry.z))
+    elif best is not None:
+        entry.page = best
+    else:
+        entry.page = int(np.argmax(sims))
+
+
+def apply(index: ActiveIndex, unit: Unit, decision: Decision, summary: str, budget: WriteBudget,
+          page_open_sim: float) -> dict:
+    """Carry out the decision; returns the maintenance-log record."""
+    P_t = unit_pointers(unit)
+    log = {"action": decision.action.value, "session": unit.session_id, "turns": unit.turns,
+           "candidate": decision.target, "relation": decision.relation.value if decision.relation else None,
+           "confidence": round(decision.confidence, 4),
+           "candidates": [[e, r.value, c, s] for e, r, c, s in decision.judged]}
+    if decision.action in (Action.MERGE, Action.UPDATE):
+        e = index.entries[decision.target]
+        if decision.action is Action.UPDATE:
+            e.versions.append(Version(e.time, e.pointers, list(e.states), e.text))
+            e.pointers = P_t
+            e.states = sorted(unit.states) or list(e.states)
+            e.text = summary
+            e.labels["update"] += 1
+        else:
+            e.pointers = merge_pointers(e.pointers, P_t)
+            e.states = list(dict.fromkeys(e.states + sorted(unit.states)))
+            e.labels["same"] += 1
+        e.z = normalize(e.z * e.support + unit.z)
+        e.support += 1
+        e.entities.update(_entity_counter(unit))
+        e.time = max(e.time, unit.time)
+        _trim(e)
+        log["entry"] = e.entry_id
+    else:
+        e = IndexEntry(index.new_id(), normalize(unit.z), P_t, unit.time, unit.time, summary,
+                       entities=_entity_counter(unit), states=sorted(unit.states)[:MAX_STATES])
+        if decision.action is Action.KEEP and decision.target:
+            e.links.append([decision.target, decision.relation.value, round(decision.confidence, 4)])
+            e.labels[decision.relation.value] += 1
+        place(index, e, budget, page_open_sim)
+        index.entries[e.entry_id] = e
+        log["entry"] = e.entry_id
+    index.refresh_pages()
+    return log

@@ -1,0 +1,107 @@
+"""Incoming units for RAMU: how a session is cut, and what each unit says (entities, states, cues).
+
+**Granularity** (``unit_tokens``): a unit is a run of consecutive turns that starts at a user turn; a new
+unit starts at the next user turn once the current one holds at least ``unit_tokens`` tokens. ``0`` gives
+one unit per exchange (a user turn and the replies to it), ``256`` HiVe-Mem's episodes, a huge value one
+unit per session (the C3M paper's reading). Default 0 — measured in
+``benchmarks/results/c3m-synth-cpu/``: a fact lives in one turn, and a session-level vector is dominated by
+the small talk around it, so coarser units hide facts from both RAMU and routing.
+
+**Descriptors** (the inputs of the relation features, all from the unit's own text, query-blind):
+
+- ``entities``: anchor keys (spaCy noun chunks and named entities, or the heuristic fallback) with
+  colour/material/shape words stripped, plus each chunk's head noun — what the unit is *about*.
+- ``states``: attribute values — colour, material, pattern and shape words, numbers, and proper names
+  introduced by "called"/"named" (a shop's new name). A named lexicon heuristic; the trained relation
+  head (training issue) is meant to replace what it misses.
+- ``change``: the unit's user turn uses a change cue ("repainted", "now", "moved", "renamed", ...). Small-talk
+  phrases that look like cues ("Quick update:", "a nice change") are deliberately not in the list.
+
+Entities and states come from the unit's *user* turns (all turns when it has none): the replies around a
+fact ("Thanks for the update!", "Take care") would otherwise make unrelated units look alike.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Sequence
+
+import numpy as np
+
+from ..types import RawNode
+
+STATE_WORDS = frozenset("""
+red orange yellow green blue purple pink brown black white grey gray silver gold beige teal navy turquoise
+cream maroon olive violet ivory
+wooden wood metal metallic plastic glass ceramic leather cotton wool stone marble steel iron copper brass
+bamboo rattan linen silk velvet concrete paper cardboard porcelain
+striped spotted dotted checked plain floral patterned
+round square rectangular oval triangular arched curved flat tall short big small large tiny huge
+""".split())
+CHANGE_CUES = frozenset("""
+now repainted painted repaint changed moved move renamed rename replaced replace switched switch swapped
+updated became become anymore relocated rebranded
+""".split())
+_NAME_AFTER = re.compile(r"\b(?:called|named|renamed(?:\s+to)?)\s+((?:[A-Z][\w'&-]*\s?){1,4})")
+_NUMBER = re.compile(r"\b\d[\d.,:]*\b")
+_WORD = re.compile(r"[a-z]+")
+_GENERIC = frozenset("lot day time way thing bit today yesterday week weekend evening morning night".split())
+_NOT_PART_OF_NAME = frozenset("new another other same".split())  # "my new basket" is about a "basket"
+
+
+@dataclass
+class Unit:
+    """One incoming unit m_t: its Raw Nodes, routing vector z, time and descriptors."""
+
+    session_id: str
+    turns: list[int]
+    node_ids: list[str]
+    time: datetime
+    text: str
+    z: np.ndarray
+    entities: set[str] = field(default_factory=set)
+    states: set[str] = field(default_factory=set)
+    change: bool = False
+    images: int = 0
+    image_z: np.ndarray | None = None
+
+
+def segment(nodes: Sequence[RawNode], unit_tokens: int, count) -> list[list[RawNode]]:
+    """Cut a session's nodes into units (see module docstring); every node lands in exactly one unit."""
+    units: list[list[RawNode]] = []
+    tokens = 0
+    for node in nodes:
+        starts = not units or (node.role == "user" and tokens >= unit_tokens)
+        if starts:
+            units.append([])
+            tokens = 0
+        units[-1].append(node)
+        tokens += count(node.text)
+    return units
+
+
+def describe_text(text: str, anchors) -> tuple[set[str], set[str], bool]:
+    """(entities, states, change cue) of one text from its anchors (see module docstring)."""
+    entities, states = set(), set()
+    for a in anchors:
+        if a.label in ("DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT"):
+            continue
+        words = [w for w in a.key.split() if w]
+        states.update(w for w in words if w in STATE_WORDS)
+        rest = [w for w in words if w not in STATE_WORDS and w not in _NOT_PART_OF_NAME]
+        if not rest or (len(rest) == 1 and rest[0] in _GENERIC):
+            continue
+        entities.add(" ".join(rest))
+        if len(rest) > 1 and a.kind == "noun_chunk":
+            entities.add(rest[-1])  # the head noun: "amara rabbit" is also about a "rabbit"
+    lower = text.lower()
+    words = set(_WORD.findall(lower))
+    states.update(w for w in words if w in STATE_WORDS)
+    states.update(m.group().strip(".,:") for m in _NUMBER.finditer(text))
+    for m in _NAME_AFTER.finditer(text):
+        name = m.group(1).strip().lower()
+        states.add(name)
+        entities.discard(name)
+    change = bool(words & CHANGE_CUES) or "no longer" in lower
+    return entities, states, change
