@@ -139,16 +139,17 @@ class C3M(MemoryMethod):
         described = self.anchors.describe([n.text for n in nodes])
         units = []
         for g in groups:
-            ents, states, change = set(), set(), False
+            ents, states, change, again, another = set(), set(), False, False, False
             speakers = [n for n in g if n.role == "user"] or g  # see write.units: descriptors from user turns
             for n in speakers:
-                e, s, c = described[row[n.node_id]]
+                e, s, c, a, o = described[row[n.node_id]]
                 ents |= e
                 states |= s
-                change = change or c
+                change, again, another = change or c, again or a, another or o
             z = normalize(vecs[[row[n.node_id] for n in g]].mean(axis=0))
             units.append(Unit(g[0].session_id, [n.turn_index for n in g], [n.node_id for n in g], g[0].time,
-                              "\n".join(n.text for n in g), z, ents, states, change, sum(len(n.images) for n in g)))
+                              "\n".join(n.text for n in g), z, ents, states, change, sum(len(n.images) for n in g),
+                              again, another))
         return units
 
     def _summary(self, unit: Unit, nodes: Sequence[RawNode]) -> str:
@@ -159,11 +160,11 @@ class C3M(MemoryMethod):
     def observe(self, session_id: str, nodes: Sequence[RawNode]) -> list[dict]:
         actions = []
         for unit in self._units(nodes):
-            self.index.observe_df(unit.entities)
             cands = propose(self.index, unit, int(self.opts["candidates"]), float(self.opts["min_sim"]))
             decision = decide(unit, cands, self.head, self.index, float(self.opts["delta"]))
             actions.append(apply(self.index, unit, decision, self._summary(unit, nodes), self.write_budget,
                                  float(self.opts["page_open_sim"])))
+            self.index.observe_df(unit.entities | unit.states)  # IDF over the past: counted after the decision
         actions += enforce(self.index, self.write_budget, self.head, self.models.token_counter.count,
                            float(self.opts["delta"]))
         return actions
@@ -171,7 +172,7 @@ class C3M(MemoryMethod):
     # -- read --------------------------------------------------------------------------------
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
         q = self.models.text_embedder.embed([question])[0].astype(np.float32)
-        ents, states, _ = self.anchors.describe([question])[0]
+        ents, states, *_ = self.anchors.describe([question])[0]
         keys = set(ents) | set(states) | {w for k in ents for w in k.split()}
 
         def vectors(ids):

@@ -3,9 +3,11 @@
 Logits per relation are weighted sums of the features (table below) plus a bias; a softmax turns them into
 (relation, confidence). The weights encode four readings of C3M §2.1:
 
-- **same**: both are about the same thing (``entity``) with nothing new (``state_new``, ``change`` low);
-- **update**: the same thing with a new attribute value or a change cue (``novelty`` = max of the two);
-- **distinct**: little entity overlap;
+- **same**: both are about the same thing (``entity``) with nothing new (``novelty`` low), more so when
+  the unit says it is showing it ``again``;
+- **update**: the same thing with a new attribute value, or a change cue when no value is named
+  (``novelty``);
+- **distinct**: little entity overlap, or a new-instance cue (``another``);
 - **uncertain**: a constant floor, so weak evidence for everything stays below the merge threshold δ.
 
 It is a heuristic head (hand-set, not trained), measured against the generator's gold relation labels in
@@ -19,11 +21,11 @@ from typing import Mapping, Sequence
 
 from ..types import Relation
 
-#: logit = bias + sum(weight * feature); "novelty" = max(state_new, change)
+#: logit = bias + sum(weight * feature)
 WEIGHTS: dict[Relation, dict[str, float]] = {
-    Relation.SAME: {"bias": -1.5, "entity": 4.0, "sim": 1.0, "state_new": -3.0, "change": -2.0},
-    Relation.UPDATE: {"bias": -2.5, "entity": 3.0, "sim": 1.0, "novelty": 2.5},
-    Relation.DISTINCT: {"bias": 2.5, "entity": -3.0},
+    Relation.SAME: {"bias": -1.5, "entity": 4.0, "sim": 1.0, "novelty": -4.0, "again": 1.5, "another": -3.0},
+    Relation.UPDATE: {"bias": -2.5, "entity": 3.0, "sim": 1.0, "novelty": 2.5, "another": -2.0},
+    Relation.DISTINCT: {"bias": 2.5, "entity": -3.0, "another": 2.0},
     Relation.UNCERTAIN: {"bias": 0.5},
 }
 
@@ -38,7 +40,7 @@ class FeatureRelationHead:
         self.temperature = temperature
 
     def logits(self, f: Mapping[str, float]) -> dict[Relation, float]:
-        x = dict(f, novelty=max(f.get("state_new", 0.0), f.get("change", 0.0)))
+        x = f
         return {r: w.get("bias", 0.0) + sum(v * x.get(k, 0.0) for k, v in w.items() if k != "bias")
                 for r, w in self.weights.items()}
 

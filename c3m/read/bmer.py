@@ -41,7 +41,8 @@ def lexical(q_keys: set[str], e: IndexEntry, index: ActiveIndex) -> float:
         return 0.0
     held = set(e.entities) | set(e.states) | {w for k in e.entities for w in k.split()}
     w = {k: idf(k, index.df, index.n_docs) for k in q_keys}
-    return sum(w[k] for k in q_keys if k in held) / sum(w.values())
+    total = sum(w.values())
+    return sum(w[k] for k in q_keys if k in held) / total if total > 0 else 0.0
 
 
 def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBudget, cfg: BmerConfig):

@@ -3,13 +3,15 @@
 Every feature is in [0, 1] so heads can share them:
 
 - ``sim``: cosine of the routing vectors (the candidate score, clipped at 0).
-- ``entity``: IDF-weighted Ochiai overlap (shared / sqrt(|a|·|b|), weights = IDF) — are they about the same
-  thing? IDF comes from the index's own document frequencies (write-time statistics, query-blind). Plain
-  containment was too lenient: a one-word unit "contained" in a broad entry looked identical to it.
+- ``entity``: IDF-weighted containment of the smaller entity set in the larger — are they about the same
+  thing? IDF comes from the index's own document frequencies (write-time statistics, query-blind), with no
+  +1, so words in a large share of units ("plan", "update") weigh about nothing.
 - ``entity_jaccard``: IDF-weighted Jaccard — the *scope*: same thing in the same context (a mug in the
   kitchen vs. a look-alike mug in the garage share "mug" but not the room).
 - ``state_same`` / ``state_new``: share of the unit's attribute values the entry already holds / does not.
-- ``change``: the unit uses a change cue (action).
+- ``change`` / ``again`` / ``another``: the unit uses a change / re-mention / new-instance cue (action).
+- ``novelty``: ``state_new`` when the unit names attribute values, else ``change`` — repeating a known
+  state with a change verb ("I repainted my mug red", twice) is nothing new.
 - ``time``: log-scaled gap in days, 1 at a year or more.
 - ``has_image`` / ``text_image``: whether the unit has images, and the cosine between the unit's image
   vector and the entry's routing vector when an image embedder in the text space is configured.
@@ -23,13 +25,15 @@ import numpy as np
 
 from .units import Unit
 
-FEATURE_NAMES = ("sim", "entity", "entity_jaccard", "state_same", "state_new", "change", "time", "has_image",
-                 "text_image")
+FEATURE_NAMES = ("sim", "entity", "entity_jaccard", "state_same", "state_new", "change", "again", "another",
+                 "novelty", "time", "has_image", "text_image")
 
 
 def idf(key: str, df: Mapping[str, int], n_docs: int) -> float:
-    """Smoothed IDF without the usual +1, so words in every other unit ("plan", "change") weigh ~0."""
-    return max(0.0, math.log((1 + n_docs) / (1 + df.get(key, 0))))
+    """IDF without the usual +1, so words in a large share of units ("plan", "update") weigh almost
+    nothing; one phantom unit that holds no key keeps every weight above 0 (in a young index a key can be
+    in every unit so far)."""
+    return math.log((2 + n_docs) / (1 + min(df.get(key, 0), n_docs)))
 
 
 def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> dict[str, float]:
@@ -37,7 +41,7 @@ def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> 
     w = {k: idf(k, df, n_docs) for k in unit.entities | set(entry.entities)}
     a, b = unit.entities, set(entry.entities)
     shared = sum(w[k] for k in a & b)
-    norm = math.sqrt(sum(w[k] for k in a) * sum(w[k] for k in b))
+    smaller = min(sum(w[k] for k in a), sum(w[k] for k in b))
     union = sum(w[k] for k in a | b)
     states_e = set(entry.states)
     n_states = len(unit.states)
@@ -45,13 +49,17 @@ def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> 
     text_image = 0.0
     if unit.image_z is not None:
         text_image = max(0.0, float(unit.image_z @ entry.z))
+    state_new = len(unit.states - states_e) / n_states if n_states else 0.0
     return {
         "sim": max(0.0, float(unit.z @ entry.z)),
-        "entity": shared / norm if norm > 0 else 0.0,
+        "entity": shared / smaller if smaller > 0 else 0.0,
         "entity_jaccard": shared / union if union > 0 else 0.0,
         "state_same": len(unit.states & states_e) / n_states if n_states else 0.0,
-        "state_new": len(unit.states - states_e) / n_states if n_states else 0.0,
+        "state_new": state_new,
+        "novelty": state_new if n_states else float(unit.change),
         "change": float(unit.change),
+        "again": float(unit.again),
+        "another": float(unit.another),
         "time": min(1.0, math.log1p(gap) / math.log1p(365.0)),
         "has_image": float(unit.images > 0),
         "text_image": text_image,

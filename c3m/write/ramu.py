@@ -58,11 +58,11 @@ def decide(unit: Unit, candidates, head, index: ActiveIndex, delta: float) -> De
         return Decision(Action.ADD, None, None, 1.0, ())
     feats = [relation_features(unit, e, index.df, index.n_docs) for e, _ in candidates]
     judged = head.predict(feats)
-    rows = tuple((e.entry_id, r, round(float(c), 4), round(s, 4)) for (e, s), (r, c) in zip(candidates, judged))
+    rows = tuple((e.entry_id, r, float(c), s) for (e, s), (r, c) in zip(candidates, judged))
 
-    def strength(row):
+    def strength(row):  # actionable relations first, then the most confident
         _, r, c, s = row
-        return (r in (Relation.SAME, Relation.UPDATE), c if r in (Relation.SAME, Relation.UPDATE) else -c, s)
+        return (r in (Relation.SAME, Relation.UPDATE), c, s)
 
     best = max(rows, key=strength)
     _, r, c, _ = best
@@ -114,7 +114,7 @@ def apply(index: ActiveIndex, unit: Unit, decision: Decision, summary: str, budg
     log = {"action": decision.action.value, "session": unit.session_id, "turns": unit.turns,
            "candidate": decision.target, "relation": decision.relation.value if decision.relation else None,
            "confidence": round(decision.confidence, 4),
-           "candidates": [[e, r.value, c, s] for e, r, c, s in decision.judged]}
+           "candidates": [[e, r.value, round(c, 4), round(s, 4)] for e, r, c, s in decision.judged]}
     if decision.action in (Action.MERGE, Action.UPDATE):
         e = index.entries[decision.target]
         if decision.action is Action.UPDATE:

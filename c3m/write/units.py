@@ -12,10 +12,13 @@ the small talk around it, so coarser units hide facts from both RAMU and routing
 - ``entities``: anchor keys (spaCy noun chunks and named entities, or the heuristic fallback) with
   colour/material/shape words stripped, plus each chunk's head noun — what the unit is *about*.
 - ``states``: attribute values — colour, material, pattern and shape words, numbers, and proper names
-  introduced by "called"/"named" (a shop's new name). A named lexicon heuristic; the trained relation
+  introduced by "called"/"named" (a shop's new name; the name stays an entity too, so "Ziggy is staying
+  with me" finds the rabbit called Ziggy). A named lexicon heuristic; the trained relation
   head (training issue) is meant to replace what it misses.
 - ``change``: the unit's user turn uses a change cue ("repainted", "now", "moved", "renamed", ...). Small-talk
   phrases that look like cues ("Quick update:", "a nice change") are deliberately not in the list.
+- ``again``: a re-mention cue ("again", "still") — the unit shows or uses something already known;
+  ``another``: a new-instance cue ("another", "a second") — a look-alike, not the known one.
 
 Entities and states come from the unit's *user* turns (all turns when it has none): the replies around a
 fact ("Thanks for the update!", "Take care") would otherwise make unrelated units look alike.
@@ -46,7 +49,11 @@ updated became become anymore relocated rebranded
 _NAME_AFTER = re.compile(r"\b(?:called|named|renamed(?:\s+to)?)\s+((?:[A-Z][\w'&-]*\s?){1,4})")
 _NUMBER = re.compile(r"\b\d[\d.,:]*\b")
 _WORD = re.compile(r"[a-z]+")
-_GENERIC = frozenset("lot day time way thing bit today yesterday week weekend evening morning night".split())
+_GENERIC = frozenset("lot day time way thing bit one today yesterday week weekend evening morning night".split())
+#: re-mention cues: the unit shows or uses something already known ("my mug again", "still")
+SAME_CUES = frozenset("again still usual".split())
+#: new-instance cues: a second thing of a known kind ("another mug", "a second lamp") is not the first one
+OTHER_CUES = frozenset("another second different other".split())
 _NOT_PART_OF_NAME = frozenset("new another other same".split())  # "my new basket" is about a "basket"
 
 
@@ -64,6 +71,8 @@ class Unit:
     states: set[str] = field(default_factory=set)
     change: bool = False
     images: int = 0
+    again: bool = False
+    another: bool = False
     image_z: np.ndarray | None = None
 
 
@@ -81,8 +90,8 @@ def segment(nodes: Sequence[RawNode], unit_tokens: int, count) -> list[list[RawN
     return units
 
 
-def describe_text(text: str, anchors) -> tuple[set[str], set[str], bool]:
-    """(entities, states, change cue) of one text from its anchors (see module docstring)."""
+def describe_text(text: str, anchors) -> tuple[set[str], set[str], bool, bool, bool]:
+    """(entities, states, change cue, re-mention cue, new-instance cue) of one text (module docstring)."""
     entities, states = set(), set()
     for a in anchors:
         if a.label in ("DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT"):
@@ -102,6 +111,5 @@ def describe_text(text: str, anchors) -> tuple[set[str], set[str], bool]:
     for m in _NAME_AFTER.finditer(text):
         name = m.group(1).strip().lower()
         states.add(name)
-        entities.discard(name)
     change = bool(words & CHANGE_CUES) or "no longer" in lower
-    return entities, states, change
+    return entities, states, change, bool(words & SAME_CUES), bool(words & OTHER_CUES)
