@@ -169,16 +169,54 @@ def cmd_inspect(args) -> int:
               f"sessions, {st['raw_nodes']} Raw Nodes ({st['redacted_nodes']} redacted), {st['images']} images")
         print(f"snapshot after session {snap.session_id} (v{snap.version}): {len(snap.pointers)} Raw-Node "
               f"pointers, complete provenance: {snap.complete_provenance}")
+        shown = ("namespace", "method", "version", "sessions", "raw_nodes", "redacted_nodes", "images", "pages",
+                 "entries")
         for k, v in st.items():
-            if k not in ("namespace", "method", "version", "sessions", "raw_nodes", "redacted_nodes", "images"):
+            if k not in shown:
                 print(f"  {k}: {v}")
         print("sessions:")
         for s in info["sessions"]:
             print(f"  {s['seq']:>4}  {s['id']:<16} {s['time']}  {s['turns']} turns")
-        print(f"maintenance log ({len(info['maintenance'])} action(s)):")
+        if "entries" in st:
+            _print_index(mem, snap)
+        print(f"maintenance log ({len(info['maintenance'])} action(s); last 20):")
         for m in info["maintenance"][-20:]:
             print(f"  v{m['version']} {m['session_id']}: {m['action']} {json.dumps(m['detail'])}")
     return 0
+
+
+def _print_index(mem, snap) -> None:
+    """Pages, entries, relation chains and the overflow log of a bounded index (method ``c3m``), as of the
+    snapshot being inspected."""
+    mem.method.load_state(snap.state)
+    d = mem.method.describe()
+    entries = {e["id"]: e for e in d["entries"]}
+    print("active index: " + ", ".join(f"{k} {v}" for k, v in d["usage"].items()))
+    for p in d["pages"]:
+        print(f"  page {p['id']}  {p['summary']}")
+        for eid in p["entries"]:
+            e = entries[eid]
+            labels = ", ".join(f"{k}×{v}" for k, v in sorted(e["labels"].items()))
+            print(f"    {eid} [{e['kind']}] {e['pointers']} pointers, support {e['support']}"
+                  f"{', ' + labels if labels else ''}: {e['text']}")
+    chains = [e for e in d["entries"] if e["chain"]]
+    print(f"relation chains (updates, oldest first): {len(chains)}")
+    for e in chains:
+        steps = " -> ".join(f"{c['time'][:10]} {', '.join(c['states']) or c['text'][:50]}" for c in e["chain"])
+        print(f"  {e['id']}: {steps}")
+    repairs = [m for m in mem.store.maintenance_log(mem.namespace, mem.method_name)
+               if m["action"] in ("overflow_repair", "consolidate") and m["version"] <= snap.version
+               and not m["detail"].get("replay")]
+    print(f"overflow log: {sum(m['action'] == 'overflow_repair' for m in repairs)} overflow repair(s), "
+          f"{sum(m['action'] == 'consolidate' for m in repairs)} safe consolidation(s); last 10:")
+    for m in repairs[-10:]:
+        det = m["detail"]
+        if m["action"] == "overflow_repair":
+            print(f"  v{m['version']} {m['session_id']}: moved {det['moved']} -> {det['into']} (page p{det['page']}, "
+                  f"{det['pointers']} pointers; over {', '.join(det['over'])})")
+        else:
+            print(f"  v{m['version']} {m['session_id']}: merged {det['merged']} into {det['kept']} "
+                  f"(same, c={det['confidence']})")
 
 
 def cmd_verify(args) -> int:

@@ -2,7 +2,7 @@
 
 Example ``c3m.toml``::
 
-    method = "dense-topk"
+    method = "c3m"
     text_embedder = "auto"
     [write_budget]
     entries = 36
@@ -20,7 +20,7 @@ from typing import Any
 from .errors import InvalidInput
 from .types import ReaderBudget, WriteBudget
 
-DEFAULT_METHOD = "dense-topk"  # until the C3M core lands (issue #6); then "c3m"
+DEFAULT_METHOD = "c3m"
 
 
 @dataclass(frozen=True)

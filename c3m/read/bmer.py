@@ -91,7 +91,7 @@ def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_k
                 if nid not in owner or s > owner[nid][1]:
                     owner[nid] = (e, s)
     expanded = sorted(owner)
-    from c3m_kernels import candidate_topk
+    from c3m_kernels.candidate_topk import candidate_topk
 
     V = vectors(expanded)
     k = min(cfg.pool, len(expanded))
@@ -133,7 +133,7 @@ def _solve(pool, budget: ReaderBudget, cfg: BmerConfig, count) -> tuple[list[int
     """Indices chosen by ``budget_solve`` (coverage mode) and the positive-value ones it left out."""
     if not pool:
         return [], []
-    from c3m_kernels import budget_solve
+    from c3m_kernels.budget_solve import budget_solve
 
     M = len(pool)
     pages = sorted({e.page for _, _, e in pool})

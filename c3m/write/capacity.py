@@ -63,7 +63,7 @@ def safe_pair(index: ActiveIndex, head, delta: float, k: int = 4):
     entries = [e for e in index.ordered() if e.kind == "entry"]
     if len(entries) < 2:
         return None
-    from c3m_kernels import candidate_topk
+    from c3m_kernels.candidate_topk import candidate_topk
 
     Z = index.matrix(entries)
     scores, idx = candidate_topk(Z, Z, min(k + 1, len(entries)))

@@ -41,7 +41,7 @@ def propose(index: ActiveIndex, unit: Unit, k: int, min_sim: float) -> list[tupl
     entries = [e for e in index.ordered() if e.kind == "entry"]
     if not entries or k <= 0:
         return []
-    from c3m_kernels import candidate_topk
+    from c3m_kernels.candidate_topk import candidate_topk
 
     scores, idx = candidate_topk(unit.z[None, :].astype(np.float32), index.matrix(entries), min(k, len(entries)))
     picked = {int(i): float(s) for s, i in zip(scores[0], idx[0]) if i >= 0 and s >= min_sim}
