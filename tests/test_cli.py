@@ -67,7 +67,9 @@ def test_eval_reports_per_category(dataset, tmp_path, capsys):
     code, out, _ = run(capsys, "eval", "--dataset", dataset, "--text-embedder", "hashing", "--json",
                        "--out", tmp_path / "ev")
     data = json.loads(out)
-    (length, table), = data["dense-topk"].items()
+    from c3m.config import DEFAULT_METHOD
+
+    (length, table), = data[DEFAULT_METHOD].items()
     assert code == 0 and set(table) == {"IE", "MSR", "TR", "KU", "AR", "overall"}
     assert table["AR"]["support_recall"]["mean"] is None and table["AR"]["oracle_reader_acc"]["n"] == 1
     assert 0.0 <= table["overall"]["support_recall"]["mean"] <= 1.0
@@ -109,7 +111,7 @@ def test_convert_then_eval_a_public_format(tmp_path, capsys):
     assert code == 0
     code, out, _ = run(capsys, "eval", "--dataset", tmp_path / "lme", "--text-embedder", "hashing", "--out",
                        tmp_path / "ev", "--json")
-    assert code == 0 and "dense-topk" in json.loads(out)
+    assert code == 0 and "c3m" in json.loads(out)  # the default method
 
 
 def test_synth_then_eval(tmp_path, capsys):
@@ -120,6 +122,6 @@ def test_synth_then_eval(tmp_path, capsys):
     assert code == 0
     code, out, _ = run(capsys, "eval", "--dataset", tmp_path / "syn", "--text-embedder", "hashing", "--out",
                        tmp_path / "ev", "--json")
-    metrics = json.loads(out)["dense-topk"]
+    metrics = json.loads(out)["c3m"]  # the default method
     assert code == 0 and list(metrics) == ["3k"]
     assert set(metrics["3k"]) == {"IE", "MSR", "TR", "KU", "AR", "overall"}

@@ -58,7 +58,7 @@ def _expected(dataset) -> dict[tuple[str, str], str]:
 
 def _ingest_cmd(dataset, store):
     return [sys.executable, "-m", "c3m.cli", "ingest", str(dataset), "--store", str(store), "--quiet",
-            "--text-embedder", "hashing"]
+            "--text-embedder", "hashing", "--method", "dense-topk"]
 
 
 def _check_consistent(store_path, expected) -> int:
