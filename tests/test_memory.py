@@ -65,7 +65,7 @@ def test_a_second_method_replays_the_store(store_path, models):
         mem.store.conn.execute("DELETE FROM index_snapshots")  # derived data only: safe to drop
     with Memory(store_path, "u", models=models) as again:  # rebuilds by replaying immutable Raw Nodes
         assert again.version == 3 and len(again.method.pointers()) == 6
-        assert again.store.snapshot_versions("u", "dense-topk") == [1, 2, 3]
+        assert again.store.snapshot_versions("u", again.method_name) == [1, 2, 3]
         assert again.verify().ok
 
 

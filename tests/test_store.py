@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 from factories import make_session, png_bytes
 
+from c3m.config import DEFAULT_METHOD
 from c3m.errors import InvalidInput, SessionConflict, StoreError
 from c3m.memory import Memory
 from c3m.store import BlobStore, ColdStore, verify_store
@@ -139,7 +140,7 @@ def test_snapshot_roundtrip_per_session(store_path, models):
     with Memory(store_path, "alice", models=models) as mem:
         for i in range(1, 5):
             mem.add_session(make_session(i))
-        assert mem.store.snapshot_versions("alice", "dense-topk") == [1, 2, 3, 4]
+        assert mem.store.snapshot_versions("alice", mem.method_name) == [1, 2, 3, 4]
         for v in range(1, 5):
             snap = mem.snapshot(v)
             assert snap.version == v and snap.session_id == f"s{v}"
@@ -175,7 +176,7 @@ def test_forget_redacts_logs_and_rebuilds(store_path, models):
         assert "4321" not in mem.retrieve("What is my bank PIN?").text()
         log = mem.store.conn.execute("SELECT reason FROM forget_log").fetchall()
         assert [r[0] for r in log] == ["user asked to delete"] * 2
-        assert mem.store.snapshot_versions("alice", "dense-topk") == [1, 2]  # rebuilt by replay
+        assert mem.store.snapshot_versions("alice", mem.method_name) == [1, 2]  # rebuilt by replay
         with pytest.raises(sqlite3.IntegrityError):
             mem.store.conn.execute("DELETE FROM forget_log")
         assert mem.verify().ok
@@ -234,7 +235,7 @@ def test_two_processes_can_write_one_store(store_path):
     with ColdStore(store_path) as store:
         assert len(store.sessions("shared")) == 12
         assert [s.seq for s in store.sessions("shared")] == list(range(1, 13))
-        assert store.snapshot_versions("shared", "dense-topk") == list(range(1, 13))
+        assert store.snapshot_versions("shared", DEFAULT_METHOD) == list(range(1, 13))
         assert verify_store(store).ok  # each snapshot reaches exactly the nodes committed before it
 
 
