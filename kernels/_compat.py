@@ -94,3 +94,22 @@ def triton_usable(device_is_cuda: bool) -> Tuple[bool, str]:
     if why_tl:
         return False, why_tl
     return True, ""
+
+
+def callable_package(module_name: str, fn: Callable) -> None:
+    """Make the op's sub-package itself callable as its op.
+
+    Why: the package exports each op lazily under the sub-package's own name (``c3m_kernels.candidate_topk``
+    is both a function and a sub-package). Once any code imports the sub-package (``import
+    c3m_kernels.candidate_topk``), Python binds the package attribute to the *module*, and a later
+    ``from c3m_kernels import candidate_topk`` returns the module. Calling the module now calls the op, so
+    both spellings work whatever was imported first.
+    """
+    import sys
+    import types
+
+    class _OpModule(types.ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+    sys.modules[module_name].__class__ = _OpModule

@@ -164,3 +164,8 @@ def build_anchor_graph(ep_indptr, ep_anchors, idf, k_edge: int, *, canonical=Non
     indptr = np.zeros(E + 1, np.int64)
     np.cumsum(valid.sum(axis=1), out=indptr[1:])
     return indptr, n[valid], w[valid]
+
+
+from .._compat import callable_package  # noqa: E402
+
+callable_package(__name__, anchor_scores)

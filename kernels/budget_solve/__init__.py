@@ -180,3 +180,8 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
 
         return torch.from_numpy(np.ascontiguousarray(chosen)).to(dev)
     return chosen
+
+
+from .._compat import callable_package  # noqa: E402
+
+callable_package(__name__, budget_solve)

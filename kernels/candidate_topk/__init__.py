@@ -166,3 +166,8 @@ def _run_cpu(queries, keys, k, starts, ends, mask, torch_in):
 
         return torch.from_numpy(s).to(dev), torch.from_numpy(i).to(dev)
     return s, i
+
+
+from .._compat import callable_package  # noqa: E402
+
+callable_package(__name__, candidate_topk)
