@@ -24,8 +24,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -33,7 +31,6 @@ from c3m.dataset.format import history_from_dict  # noqa: E402
 from c3m.methods.c3m import _memo  # noqa: E402
 from c3m.models import make_text_embedder  # noqa: E402
 from c3m.models.relation_head import FeatureRelationHead  # noqa: E402
-from c3m.types import Relation  # noqa: E402
 from c3m.write.features import relation_features  # noqa: E402
 from c3m.write.index import normalize  # noqa: E402
 from c3m.write.units import Unit  # noqa: E402

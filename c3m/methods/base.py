@@ -10,14 +10,23 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Sequence
 
+import numpy as np
+
 from ..models import Models
-from ..store import ColdStore
+from ..store import ColdStore, text_sha256
 from ..types import Context, RawNode, ReaderBudget, WriteBudget
 
 #: Every method name the project uses (CLI ``--method``); ``available_methods()`` says which exist today.
 METHOD_NAMES = ("c3m", "c3m-paper", "hivemem", "dense-topk", "bm25", "full-context", "summary-only", "resum",
                 "moviechat", "memrefine", "cdrs")
 _REGISTRY: dict[str, type["MemoryMethod"]] = {}
+#: in-process vector memo size at which it is cleared (the store's vector cache stays the source of truth)
+VECTOR_MEMO_ITEMS = 200_000
+
+
+def node_text(node: RawNode) -> str:
+    """What is embedded for a node: its text, or a marker for image-only turns."""
+    return node.text if node.text.strip() else ("[image]" if node.images else "[empty]")
 
 
 class MemoryMethod(ABC):
@@ -30,6 +39,26 @@ class MemoryMethod(ABC):
         self.store, self.namespace, self.models = store, namespace, models
         self.write_budget = write_budget
         self.options = dict(options or {})
+        self._vector_memo: dict[str, np.ndarray] = {}
+
+    def node_vectors(self, nodes: Sequence[RawNode]) -> np.ndarray:
+        """The Raw Nodes' shared text embeddings [n, dim]: every method reads the same vectors, cached in the
+        store by (embedder, content hash) and memoised in this process; only texts never seen are embedded."""
+        emb = self.models.text_embedder
+        hashes = [text_sha256(node_text(n)) for n in nodes]
+        missing = [h for h in dict.fromkeys(hashes) if h not in self._vector_memo]
+        if missing:
+            got = self.store.get_vectors(emb.name, missing)
+            todo = {h: node_text(n) for h, n in zip(hashes, nodes) if h in missing and h not in got}
+            if todo:
+                fresh = dict(zip(todo, emb.embed(list(todo.values()))))
+                self.store.put_vectors(emb.name, fresh)
+                got.update(fresh)
+            if len(self._vector_memo) > VECTOR_MEMO_ITEMS:
+                self._vector_memo.clear()
+            self._vector_memo.update(got)
+        return (np.stack([self._vector_memo[h] for h in hashes]).astype(np.float32) if hashes
+                else np.zeros((0, emb.dim), np.float32))
 
     def prepare(self, nodes: Sequence[RawNode]) -> None:
         """Optional slow work before the write lock is taken (e.g. embed and cache the new texts)."""

@@ -24,14 +24,12 @@ from ..errors import InvalidInput
 from ..models.relation_head import FeatureRelationHead
 from ..models.summary import LeadSummarizer
 from ..read.bmer import BmerConfig, select
-from ..store import text_sha256
 from ..types import Context, RawNode, ReaderBudget
 from ..write.capacity import enforce
 from ..write.index import ActiveIndex, normalize
 from ..write.ramu import apply, decide, propose
 from ..write.units import Unit, describe_text, segment
 from .base import MemoryMethod, register
-from .dense_topk import node_text
 
 WRITE_DEFAULTS: dict[str, Any] = {"delta": 0.6, "candidates": 4, "min_sim": 0.15, "page_open_sim": 0.35,
                                   "unit_tokens": 0, "anchors": "auto", "relation_head": "feature",
@@ -40,22 +38,17 @@ READ_DEFAULTS = {f.name: f.default for f in fields(BmerConfig)}
 RELATION_HEADS = ("feature",)
 
 
-@lru_cache(maxsize=2)
-def _anchor_extractor(name: str):
-    from ..models.anchors import make_anchor_extractor
-
-    return make_anchor_extractor(name)
-
-
 class _AnchorMemo:
     """Per-process memo of text → (entities, states, change): small talk repeats, spaCy is the slow part."""
 
     def __init__(self, name: str, max_items: int = 100_000):
-        self.extractor = _anchor_extractor(name)
+        from ..models.anchors import make_anchor_extractor
+
+        self.extractor = make_anchor_extractor(name)
         self.max_items = max_items
         self.memo: dict[str, tuple] = {}
 
-    def describe(self, texts: Sequence[str]) -> list[tuple[set, set, bool]]:
+    def describe(self, texts: Sequence[str]) -> list[tuple[set, set, bool, bool, bool]]:
         todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
         if todo:
             if len(self.memo) + len(todo) > self.max_items:
@@ -92,7 +85,6 @@ class C3M(MemoryMethod):
         self.head = FeatureRelationHead()
         self.summarizer = LeadSummarizer()
         self.anchors = _memo(opts["anchors"])
-        self._vec_cache: dict[str, np.ndarray] = {}
         self.reset()
 
     # -- state -------------------------------------------------------------------------------
@@ -108,33 +100,15 @@ class C3M(MemoryMethod):
     def pointers(self) -> set[str]:
         return self.index.pointer_ids(self.namespace)
 
-    # -- embeddings (shared with every method through the store's vector cache) -----------------
-    def _vectors(self, nodes: Sequence[RawNode]) -> np.ndarray:
-        emb = self.models.text_embedder
-        hashes = [text_sha256(node_text(n)) for n in nodes]
-        missing = [h for h in dict.fromkeys(hashes) if h not in self._vec_cache]
-        if missing:
-            got = self.store.get_vectors(emb.name, missing)
-            todo = {h: node_text(n) for h, n in zip(hashes, nodes) if h in missing and h not in got}
-            if todo:
-                fresh = dict(zip(todo, emb.embed(list(todo.values()))))
-                self.store.put_vectors(emb.name, fresh)
-                got.update(fresh)
-            if len(self._vec_cache) > 200_000:
-                self._vec_cache.clear()
-            self._vec_cache.update(got)
-        return (np.stack([self._vec_cache[h] for h in hashes]).astype(np.float32) if hashes
-                else np.zeros((0, emb.dim), np.float32))
-
     def prepare(self, nodes: Sequence[RawNode]) -> None:
-        self._vectors(nodes)
+        self.node_vectors(nodes)
         self.anchors.describe([n.text for n in nodes])
 
     # -- write -------------------------------------------------------------------------------
     def _units(self, nodes: Sequence[RawNode]) -> list[Unit]:
         count = self.models.token_counter.count
         groups = segment(nodes, int(self.opts["unit_tokens"]), count)
-        vecs = self._vectors(nodes)
+        vecs = self.node_vectors(nodes)
         row = {n.node_id: i for i, n in enumerate(nodes)}
         described = self.anchors.describe([n.text for n in nodes])
         units = []
@@ -174,12 +148,7 @@ class C3M(MemoryMethod):
         q = self.models.text_embedder.embed([question])[0].astype(np.float32)
         ents, states, *_ = self.anchors.describe([question])[0]
         keys = set(ents) | set(states) | {w for k in ents for w in k.split()}
-
-        def vectors(ids):
-            nodes = self.store.get_nodes(ids)
-            return self._vectors([nodes[i] for i in ids])
-
-        return select(self.index, self.namespace, question, q, keys, budget, self.read_cfg, vectors=vectors,
+        return select(self.index, self.namespace, question, q, keys, budget, self.read_cfg, vectors=self.node_vectors,
                       get_nodes=self.store.get_nodes, count=self.models.token_counter.count, method=self.name)
 
     # -- inspection --------------------------------------------------------------------------

@@ -12,16 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..store import text_sha256
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace
 from .base import MemoryMethod, register
 
 TRACE_CANDIDATES = 50
-
-
-def node_text(node: RawNode) -> str:
-    """What is embedded for a node: its text, or a marker for image-only turns."""
-    return node.text if node.text.strip() else ("[image]" if node.images else "[empty]")
 
 
 @register
@@ -37,24 +31,11 @@ class DenseTopK(MemoryMethod):
         super().__init__(*args, **kwargs)
         self.reset()
 
-    def _vectors_for(self, nodes: Sequence[RawNode]) -> np.ndarray:
-        emb = self.models.text_embedder
-        hashes = [text_sha256(node_text(n)) for n in nodes]
-        cached = self.store.get_vectors(emb.name, hashes)
-        todo = [(h, node_text(n)) for h, n in zip(hashes, nodes) if h not in cached]
-        if todo:
-            unique = dict(todo)
-            fresh = emb.embed(list(unique.values()))
-            new = dict(zip(unique.keys(), fresh))
-            self.store.put_vectors(emb.name, new)
-            cached.update(new)
-        return np.stack([cached[h] for h in hashes]) if hashes else np.zeros((0, emb.dim), np.float32)
-
     def prepare(self, nodes: Sequence[RawNode]) -> None:
-        self._vectors_for(nodes)
+        self.node_vectors(nodes)
 
     def observe(self, session_id: str, nodes: Sequence[RawNode]) -> list[dict]:
-        vecs = self._vectors_for(nodes)
+        vecs = self.node_vectors(nodes)
         self.node_ids.extend(n.node_id for n in nodes)
         self.vectors = np.concatenate([self.vectors, vecs]) if len(self.vectors) else vecs
         self.upto_seq = self.store.session_record(self.namespace, session_id).seq
@@ -112,7 +93,7 @@ class DenseTopK(MemoryMethod):
         if len(nodes) != state["count"]:
             raise StoreError(f"dense-topk snapshot expects {state['count']} Raw Nodes up to session "
                              f"{state['upto_seq']}, the store has {len(nodes)}", fix="run `c3m verify`")
-        self.vectors = self._vectors_for(nodes)
+        self.vectors = self.node_vectors(nodes)
         self.node_ids = [n.node_id for n in nodes]
         self.upto_seq = state["upto_seq"]
 

@@ -77,8 +77,8 @@ def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBud
 
 def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_keys: set[str], budget: ReaderBudget,
            cfg: BmerConfig, *, vectors, get_nodes, count, method: str) -> Context:
-    """The whole read path for one question (module docstring). ``vectors(node_ids) -> [n, d]`` gives the
-    Raw Nodes' shared embeddings, ``get_nodes(ids) -> {id: RawNode}`` reads the Cold Store."""
+    """The whole read path for one question (module docstring). ``get_nodes(ids) -> {id: RawNode}`` reads the
+    Cold Store (once, for every expanded node); ``vectors(nodes) -> [n, d]`` gives their shared embeddings."""
     pages, routed = route(index, q, q_keys, budget, cfg)
     if not routed:
         note = "empty memory" if not index.entries else "no page routed (page budget 0)"
@@ -93,27 +93,25 @@ def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_k
     expanded = sorted(owner)
     from c3m_kernels.candidate_topk import candidate_topk
 
-    V = vectors(expanded)
+    nodes = get_nodes(expanded)
+    V = vectors([nodes[i] for i in expanded])
     k = min(cfg.pool, len(expanded))
     _, idx = candidate_topk(q[None, :].astype(np.float32), V, k)
-    pool_ids = [expanded[int(i)] for i in idx[0] if i >= 0]
-    rel_cos = {expanded[int(i)]: float(V[int(i)] @ q) for i in idx[0] if i >= 0}
-    nodes = get_nodes(pool_ids)
     pool: list[tuple[RawNode, float, IndexEntry]] = []
-    for nid in pool_ids:
-        node = nodes.get(nid)
-        if node is None or node.redacted:
+    for i in (int(i) for i in idx[0] if i >= 0):
+        node = nodes[expanded[i]]
+        if node.redacted:
             continue
-        e, s = owner[nid]
-        pool.append((node, rel_cos[nid] + cfg.entry_boost * s, e))
-    chosen, dropped = _solve(pool, budget, cfg, count)
+        e, s = owner[node.node_id]
+        pool.append((node, float(V[i] @ q) + cfg.entry_boost * s, e))
+    tokens = {n.node_id: count(n.text) for n, _, _ in pool}
+    chosen, dropped = _solve(pool, tokens, budget, cfg)
     picked = [pool[i] for i in chosen]
     picked.sort(key=lambda c: (c[0].time, c[0].session_id, c[0].turn_index))
-    tokens = {id(n): count(n.text) for n, _, _ in picked}
     items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.RAW_TEXT, n.text, n.images, round(r, 4),
-                              tokens[id(n)]) for n, r, _ in picked)
+                              tokens[n.node_id]) for n, r, _ in picked)
     use = BudgetUse(len({e.page for _, _, e in picked}), len(picked), sum(len(n.images) for n, _, _ in picked),
-                    sum(tokens.values()))
+                    sum(tokens[n.node_id] for n, _, _ in picked))
     trace = RouteTrace(
         method,
         pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
@@ -129,7 +127,7 @@ def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_k
     return Context(question, items, use, budget, trace)
 
 
-def _solve(pool, budget: ReaderBudget, cfg: BmerConfig, count) -> tuple[list[int], list[int]]:
+def _solve(pool, tokens: dict[str, int], budget: ReaderBudget, cfg: BmerConfig) -> tuple[list[int], list[int]]:
     """Indices chosen by ``budget_solve`` (coverage mode) and the positive-value ones it left out."""
     if not pool:
         return [], []
@@ -140,7 +138,7 @@ def _solve(pool, budget: ReaderBudget, cfg: BmerConfig, count) -> tuple[list[int
     sessions = sorted({n.session_id for n, _, _ in pool})
     entry_ids = sorted({e.entry_id for _, _, e in pool})
     values = np.array([[max(1e-3, r + 1.0) for _, r, _ in pool]])  # cosine-based Rel shifted positive
-    costs = np.array([[[0, 1, len(n.images), count(n.text)] for n, _, _ in pool]], dtype=np.float64)
+    costs = np.array([[[0, 1, len(n.images), tokens[n.node_id]] for n, _, _ in pool]], dtype=np.float64)
     groups = np.array([[pages.index(e.page) for _, _, e in pool]], dtype=np.int64)
     L = len(sessions) + len(entry_ids)
     cover = np.zeros((1, M, L), dtype=bool)

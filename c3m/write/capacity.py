@@ -19,12 +19,11 @@ Every repair is logged with what moved where; the pointer set is the same before
 """
 from __future__ import annotations
 
-from collections import Counter
 
 from ..errors import C3MError
 from ..types import Relation, WriteBudget
 from .features import idf, relation_features
-from .index import ActiveIndex, IndexEntry, merge_pointers, normalize
+from .index import MAX_STATES, ActiveIndex, IndexEntry, merge_pointers, normalize
 from .units import Unit
 
 MAX_COMPACT = 3
@@ -52,7 +51,7 @@ def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> N
         dst.members += [src.entry_id] + src.members
         dst.states = []
     else:
-        dst.states = list(dict.fromkeys(dst.states + src.states))[-8:]
+        dst.states = list(dict.fromkeys(dst.states + src.states))[-MAX_STATES:]
     del index.entries[src.entry_id]
     for e in index.entries.values():
         e.links = [[dst.entry_id if t == src.entry_id else t, r, c] for t, r, c in e.links]
@@ -93,7 +92,7 @@ def _victim(index: ActiveIndex) -> IndexEntry | None:
     if not regular:
         return None
     n = max(1, len(regular) - 1)
-    return min(regular, key=lambda e: (utility(index, e, regular.index(e) / n), e.entry_id))
+    return min((utility(index, e, rank / n), e.entry_id, e) for rank, e in enumerate(regular))[2]
 
 
 def _spill_of(index: ActiveIndex, page: int) -> IndexEntry | None:
@@ -154,8 +153,7 @@ def enforce(index: ActiveIndex, budget: WriteBudget, head, count, delta: float) 
         if "index_tokens" in over and spills and spills[0].compact < MAX_COMPACT:
             spills[0].compact = MAX_COMPACT
             continue
-        names = {"entries": "entries", "pages": "pages", "index_tokens": "index_tokens", "index_bytes": "index_bytes"}
-        raise CapacityError(f"the write budget's {', '.join(names[o] for o in over)} cannot hold this index even "
+        raise CapacityError(f"the write budget's {', '.join(over)} cannot hold this index even "
                             f"as one spill entry (usage {index.usage(count)}, budget {budget.as_tuple()})",
                             fix=f"raise write_budget.{over[0]} (e.g. WriteBudget.scaled) or use a smaller history")
     assert index.sources() == before, "capacity repair changed the pointer set"

@@ -21,8 +21,6 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-import numpy as np
-
 from .units import Unit
 
 FEATURE_NAMES = ("sim", "entity", "entity_jaccard", "state_same", "state_new", "change", "again", "another",
@@ -65,7 +63,3 @@ def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> 
         "text_image": text_image,
     }
 
-
-def feature_matrix(features) -> np.ndarray:
-    """Features as a float32 matrix in FEATURE_NAMES order (for trained heads)."""
-    return np.array([[f[n] for n in FEATURE_NAMES] for f in features], dtype=np.float32).reshape(-1, len(FEATURE_NAMES))

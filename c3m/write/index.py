@@ -25,7 +25,7 @@ import json
 
 import numpy as np
 
-from ..types import Entry, Page, Relation, WriteBudget, node_id_for
+from ..types import WriteBudget, node_id_for
 
 MAX_ENTITIES = 12      # entity keys kept per entry (most frequent)
 MAX_STATES = 8         # current attribute values kept per entry
@@ -256,20 +256,3 @@ class ActiveIndex:
         idx.entries = {e["id"]: IndexEntry.from_json(e) for e in d["entries"]}
         idx.pages = [IndexPage(decode_vec(p["z"]), p["summary"]) for p in d["pages"]]
         return idx
-
-    # -- public views (types.Entry / types.Page) ------------------------------------------
-    def public_entries(self, namespace: str, count) -> list[Entry]:
-        out = []
-        for e in self.ordered():
-            rel = Relation.UPDATE if e.versions else (Relation.SAME if e.support > 1 else None)
-            pred = f"{e.entry_id}@{len(e.versions) - 1}" if e.versions else None
-            text = e.render()
-            out.append(Entry(e.entry_id, tuple(float(x) for x in e.z),
-                             frozenset(node_id_for(namespace, s, t) for s, ts in e.sources().items() for t in ts),
-                             e.time, text, f"p{e.page}", pred, rel, count(text),
-                             len(json.dumps(e.to_json(), separators=(",", ":")).encode())))
-        return out
-
-    def public_pages(self, count) -> list[Page]:
-        return [Page(f"p{i}", tuple(e.entry_id for e in self.page_entries(i)), tuple(float(x) for x in p.z),
-                     p.summary, count(p.summary)) for i, p in enumerate(self.pages)]
