@@ -113,8 +113,8 @@ def candidate_topk(queries, keys, k: int, *, offsets=None, mask=None,
         return ok, why
 
     def chk_cpu():
-        # always runnable: numpy + numba (pure-Python kernels without numba); torch only speeds up
-        # the sgemm of the dense B > 4 path
+        # always runnable: numpy (its BLAS does the sgemm of the dense path) + numba (pure-Python
+        # kernels without numba)
         return True, ""
 
     checks = {"triton": chk_triton, "cpu": chk_cpu, "reference": have_torch}

@@ -86,13 +86,34 @@ def test_mask(backend, mask_kind, ragged, check_topk):
 
 @pytest.mark.parametrize("mask_kind", ["keys", "per_query"])
 def test_mask_cpu_sgemm_path(mask_kind, check_topk):
-    """B > 4 takes the sgemm + block-select path on the CPU; check masks there too."""
+    """B > SCAN_MAX_B takes the sgemm + block-select path on the CPU; check masks there too."""
     q, keys = _data(9, 3000, 24, seed=8)
     g = torch.Generator().manual_seed(2)
     mask = torch.rand(3000, generator=g) > 0.5 if mask_kind == "keys" else \
         torch.rand(9, 3000, generator=g) > 0.995
     s, i = candidate_topk(q, keys, 20, mask=mask, backend="cpu")
     check_topk(q, keys, 20, s, i, mask=mask.numpy(), atol=1e-3)
+
+
+@pytest.mark.parametrize("mask_kind", [None, "keys", "per_query"])
+@pytest.mark.parametrize("k", [1, 5, 37])
+def test_cpu_sgemm_path_equals_scan_exactly(monkeypatch, mask_kind, k):
+    """The blocked sgemm path (many 256-row blocks, strips crossing block ends) returns exactly what
+    the streaming scan returns, indices included, on integer data full of exact ties: both keep the
+    documented tie rule (equal scores: lower index first)."""
+    from c3m_kernels.candidate_topk import cpu
+
+    rng = np.random.default_rng(k)
+    q = rng.integers(-2, 3, (11, 6)).astype(np.float32)  # small integers: exact, heavily tied scores
+    keys = rng.integers(-2, 3, (1203, 6)).astype(np.float32)
+    mask = None if mask_kind is None else (
+        rng.random(1203) > 0.3 if mask_kind == "keys" else rng.random((11, 1203)) > 0.6)
+    monkeypatch.setattr(cpu, "SELECT_BLOCK_ELEMS", 256 * 11)  # 256-row blocks, a short last one
+    s, i = cpu.dense_topk_numpy(q, keys, k, mask)
+    st, en = np.zeros(11, np.int64), np.full(11, 1203, np.int64)
+    s2, i2 = cpu.scan_topk_numpy(q, keys, k, st, en, mask)
+    np.testing.assert_array_equal(s, s2)
+    np.testing.assert_array_equal(i, i2)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
