@@ -108,7 +108,7 @@ def test_cpu_sgemm_path_equals_scan_exactly(monkeypatch, mask_kind, k):
     keys = rng.integers(-2, 3, (1203, 6)).astype(np.float32)
     mask = None if mask_kind is None else (
         rng.random(1203) > 0.3 if mask_kind == "keys" else rng.random((11, 1203)) > 0.6)
-    monkeypatch.setattr(cpu, "SELECT_BLOCK_ELEMS", 256 * 11)  # 256-row blocks, a short last one
+    monkeypatch.setattr(cpu, "BLOCK_ROWS", 256)  # 256-row blocks, a short last one
     s, i = cpu.dense_topk_numpy(q, keys, k, mask)
     st, en = np.zeros(11, np.int64), np.full(11, 1203, np.int64)
     s2, i2 = cpu.scan_topk_numpy(q, keys, k, st, en, mask)
