@@ -29,5 +29,7 @@ timeout 150 python -m pytest tests/kernels -q -p no:cacheprovider \
     2>&1 | tail -3 | tee -a "$OUT/gpu-tests.log"
 echo "== benchmarks"
 timeout 300 python benchmarks/kernels/run_all.py --device cuda --out "$OUT" 2>&1 | tee "$OUT/bench.log"
+echo "== candidate_topk route / BLOCK_B sweep (sets DENSE_AS_RAGGED_MAX_B and BLOCK_B from numbers)"
+timeout 120 python benchmarks/kernels/sweep_gpu_topk.py 2>&1 | tee "$OUT/sweep.md"
 echo "results in $OUT"
 ls -la "$OUT"

@@ -1,8 +1,14 @@
-"""Tile-size sweep for the dense Triton candidate_topk on one CUDA GPU (prints a table; ~3 minutes).
+"""Choice sweep for the dense Triton candidate_topk on one CUDA GPU (prints Markdown tables).
 
-Why: on an H200 the default tiles reached 13% of HBM bandwidth at B=1 fp32 (benchmarks/results/
-kernels-h200.md). This sweep shows which of BLOCK_N, BLOCK_D and the programs-per-query split move it,
-so the next change is measured rather than guessed. Usage: python benchmarks/kernels/sweep_gpu_topk.py
+Why: on an H200 the dense kernel reached 13-17% of HBM bandwidth (benchmarks/results/
+kernels-h200-sweep.md) while the ragged kernel streamed 67%. Two choices in ``triton_impl.py`` rest
+on that and are measured here so they can be set from numbers:
+
+* ``routes`` (default, ~1 minute): dense kernel vs the ragged kernel over ``[0, N)`` for small B
+  (sets ``DENSE_AS_RAGGED_MAX_B``), and BLOCK_B 16/32/64 for the dense kernel at B = 16 and 64.
+* ``--tiles`` (~3 minutes): the older BLOCK_N x BLOCK_D x programs-per-query grid.
+
+Usage: python benchmarks/kernels/sweep_gpu_topk.py [--tiles]
 """
 from __future__ import annotations
 
@@ -14,38 +20,75 @@ from triton.testing import do_bench
 
 from c3m_kernels.candidate_topk.triton_impl import candidate_topk_triton
 
+HBM = 4.8e12  # H200 HBM3e bytes/s: the physical limit the issue's target refers to
 
-def main() -> int:
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU")
-        return 1
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    hbm = 4.8e12
-    N, D, k = 1_000_000, 384, 10
+
+def _row(cells):
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _bench(fn):
+    try:
+        return do_bench(fn, warmup=3, rep=10)
+    except Exception as exc:  # a configuration the compiler refuses: report it, keep sweeping
+        return f"error: {type(exc).__name__}"
+
+
+def routes(N=1_000_000, D=384, k=10):
     gen = torch.Generator(device="cuda").manual_seed(0)
-    print(f"{torch.cuda.get_device_name(0)}: N={N} d={D} k={k}, {sms} SMs")
-    print("| dtype | B | BLOCK_N | BLOCK_D | programs/query | ms | GB/s | % HBM | torch ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"\n### dense vs ragged route, BLOCK_B — N={N} d={D} k={k}\n")
+    print(_row(["dtype", "B", "kernel", "BLOCK_B", "ms", "GB/s (keys once)", "% HBM", "torch ms"]))
+    print(_row(["---"] * 8))
+    for dtype in (torch.float32, torch.float16):
+        keys = torch.randn(N, D, device="cuda", generator=gen).to(dtype)
+        gb = N * D * keys.element_size() / 1e9
+        for B in (1, 2, 4, 8, 16, 64):
+            q = torch.randn(B, D, device="cuda", generator=gen).to(dtype)
+            t_torch = do_bench(lambda: torch.topk(q @ keys.T, k, dim=1), warmup=5, rep=20)
+            variants = [("ragged", None)] if B <= 8 else []
+            variants += [("dense", bb) for bb in (16, 32, 64) if B >= 16 or bb == 16]
+            for kernel, bb in variants:
+                ms = _bench(lambda: candidate_topk_triton(q, keys, k, kernel=kernel, block_b=bb))
+                if isinstance(ms, str):
+                    print(_row([str(dtype)[6:], B, kernel, bb or "-", ms, "", "", f"{t_torch:.3f}"]))
+                    continue
+                gbs = gb / (ms / 1e3)
+                print(_row([str(dtype)[6:], B, kernel, bb or "-", f"{ms:.3f}", f"{gbs:.0f}",
+                            f"{100 * gbs * 1e9 / HBM:.0f}%", f"{t_torch:.3f}"]))
+            sys.stdout.flush()
+
+
+def tiles(N=1_000_000, D=384, k=10):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    print(f"\n### dense tiles — N={N} d={D} k={k}, {sms} SMs\n")
+    print(_row(["dtype", "B", "BLOCK_N", "BLOCK_D", "programs/query", "ms", "GB/s", "% HBM"]))
+    print(_row(["---"] * 8))
     for dtype, B in itertools.product((torch.float32, torch.float16), (1, 16)):
         keys = torch.randn(N, D, device="cuda", generator=gen).to(dtype)
         q = torch.randn(B, D, device="cuda", generator=gen).to(dtype)
-        t_torch = do_bench(lambda: torch.topk(q @ keys.T, k, dim=1), warmup=5, rep=20)
-        best = None
         for block_n, block_d, per_q in itertools.product((64, 128, 256), (32, 64, 128), (4, 16, 64)):
             chunk = max(block_n, -(-N // (per_q * sms)) // block_n * block_n)
-            try:
-                fn = lambda: candidate_topk_triton(q, keys, k, block_n=block_n, block_d=block_d, chunk=chunk)
-                ms = do_bench(fn, warmup=3, rep=10)
-            except Exception as exc:  # a tile shape the compiler refuses: report, keep sweeping
-                print(f"| {dtype} | {B} | {block_n} | {block_d} | {per_q}x{sms} | error: {type(exc).__name__} |")
+            ms = _bench(lambda: candidate_topk_triton(q, keys, k, block_n=block_n, block_d=block_d,
+                                                      chunk=chunk, kernel="dense"))
+            if isinstance(ms, str):
+                print(_row([str(dtype)[6:], B, block_n, block_d, f"{per_q}x{sms}", ms, "", ""]))
                 continue
             gbs = N * D * keys.element_size() / (ms / 1e3) / 1e9
-            row = (ms, f"| {str(dtype)[6:]} | {B} | {block_n} | {block_d} | {per_q}x{sms} | {ms:.3f} | {gbs:.0f} | "
-                       f"{100 * gbs * 1e9 / hbm:.0f}% | {t_torch:.3f} |")
-            best = row if best is None or row[0] < best[0] else best
-            print(row[1])
-        print(f"best for {dtype} B={B}: {best[1] if best else 'none'}")
+            print(_row([str(dtype)[6:], B, block_n, block_d, f"{per_q}x{sms}", f"{ms:.3f}",
+                        f"{gbs:.0f}", f"{100 * gbs * 1e9 / HBM:.0f}%"]))
         sys.stdout.flush()
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU")
+        return 1
+    print(f"# candidate_topk Triton sweep — {torch.cuda.get_device_name(0)}")
+    routes()
+    if "--tiles" in argv:
+        tiles()
     return 0
 
 

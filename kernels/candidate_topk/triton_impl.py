@@ -21,7 +21,10 @@ Two kernels:
 * ``_dense_kernel``: all queries search the same keys. A program owns BLOCK_B queries x one chunk of
   keys and uses ``tl.dot`` so every key tile is read once per BLOCK_B queries.
 * ``_ragged_kernel``: query b searches rows ``starts[b]:ends[b]`` (multi-tenant). A program owns one
-  query x one chunk of its range; scoring is a broadcast multiply + row sum.
+  query x one chunk of its range; scoring is a broadcast multiply + row sum. Dense calls with
+  ``B <= DENSE_AS_RAGGED_MAX_B`` run here too (over ``[0, N)``), see that constant for why.
+
+Both skip a tile cheaply when none of its float scores beats the running K_PAD-th best score.
 Both write per-(query, chunk) partial lists ``[B, n_chunks, K_PAD]`` (int64); the host merges them
 with one ``torch.topk`` over ``n_chunks * K_PAD`` values and unpacks. That partial buffer is
 ``N / CHUNK * K_PAD`` per query, far below N.
@@ -48,6 +51,16 @@ def _pack(scores, idx, valid):
 
 
 @triton.jit
+def _kth_score(best):
+    """Float32 score of the lowest entry of each sorted-desc ``best`` row; -inf while a row still
+    holds empty (INT64_MIN) slots. The inverse of :func:`_pack`'s score half."""
+    low = tl.min(best, axis=len(best.shape) - 1)
+    mapped = (low >> 32).to(tl.int32)
+    bits = tl.where(mapped >= 0, mapped, mapped ^ 0x7FFFFFFF)
+    return tl.where(low == -9223372036854775808, float("-inf"), bits.to(tl.float32, bitcast=True))
+
+
+@triton.jit
 def _merge(best, tile_keys, K_PAD: tl.constexpr):
     """Merge running sorted-desc ``best`` with an unsorted tile; keep top K_PAD, sorted desc."""
     t = tl.topk(tile_keys, K_PAD)  # sorted descending along the last dim
@@ -67,6 +80,7 @@ def _dense_kernel(q_ptr, k_ptr, m_ptr, out_ptr, B, N, D, CHUNK, n_chunks,
     lo = pid_c * CHUNK
     hi = tl.minimum(lo + CHUNK, N)
     best = tl.full([BLOCK_B, K_PAD], -9223372036854775808, tl.int64)
+    thr = _kth_score(best)  # -inf per row; written this way so its type is the loop's
     for t in range(lo, hi, BLOCK_N):
         offs_n = t + tl.arange(0, BLOCK_N)
         n_ok = offs_n < hi
@@ -90,12 +104,15 @@ def _dense_kernel(q_ptr, k_ptr, m_ptr, out_ptr, B, N, D, CHUNK, n_chunks,
             mv = tl.load(m_ptr + offs_b.to(tl.int64)[:, None] * stride_m + offs_n[None, :],
                          mask=valid, other=0)
             valid = valid & (mv != 0)
-        keys2 = _pack(acc, offs_n[None, :] + tl.zeros([BLOCK_B, BLOCK_N], tl.int32), valid)
-        # skip the sort network when no row of this tile beats its current k-th best (the common
-        # case after the first tiles): one compare per score instead of a bitonic top-k
-        kth = tl.min(best, axis=1)
-        if tl.max(tl.max((keys2 > kth[:, None]).to(tl.int32), axis=1), axis=0) > 0:
+        # skip packing and the sort network when no score of this tile beats its row's K_PAD-th
+        # best (the common case after the first tiles): one float compare per score. A score
+        # *equal* to it may be skipped: its key's index is above every kept one (tiles run in
+        # index order), so it ranks below them under the tie rule anyway.
+        hit = valid & (acc > thr[:, None])
+        if tl.max(tl.max(hit.to(tl.int32), axis=1), axis=0) > 0:
+            keys2 = _pack(acc, offs_n[None, :] + tl.zeros([BLOCK_B, BLOCK_N], tl.int32), valid)
             best = _merge(best, keys2, K_PAD)
+            thr = _kth_score(best)
     offs_k = tl.arange(0, K_PAD)
     row = offs_b.to(tl.int64)[:, None] * (n_chunks * K_PAD)
     out = out_ptr + row + pid_c * K_PAD + offs_k[None, :]
@@ -114,6 +131,7 @@ def _ragged_kernel(q_ptr, k_ptr, m_ptr, s_ptr, e_ptr, out_ptr, D, CHUNK, n_chunk
     lo = start + pid_c * CHUNK
     hi = tl.minimum(lo + CHUNK, end)
     best = tl.full([K_PAD], -9223372036854775808, tl.int64)
+    thr = _kth_score(best)  # -inf; written this way so its type is the loop's
     for t in range(lo, hi, BLOCK_N):
         offs_n = t + tl.arange(0, BLOCK_N)
         n_ok = offs_n < hi
@@ -132,9 +150,10 @@ def _ragged_kernel(q_ptr, k_ptr, m_ptr, s_ptr, e_ptr, out_ptr, D, CHUNK, n_chunk
         if MASK_MODE == 2:
             mv = tl.load(m_ptr + b.to(tl.int64) * stride_m + offs_n, mask=n_ok, other=0)
             valid = valid & (mv != 0)
-        keys1 = _pack(acc, offs_n.to(tl.int32), valid)
-        if tl.max((keys1 > tl.min(best, axis=0)).to(tl.int32), axis=0) > 0:
-            best = _merge(best, keys1, K_PAD)
+        hit = valid & (acc > thr)  # same float prefilter as the dense kernel
+        if tl.max(hit.to(tl.int32), axis=0) > 0:
+            best = _merge(best, _pack(acc, offs_n.to(tl.int32), valid), K_PAD)
+            thr = _kth_score(best)
     offs_k = tl.arange(0, K_PAD)
     tl.store(out_ptr + b.to(tl.int64) * (n_chunks * K_PAD) + pid_c * K_PAD + offs_k, best)
 
@@ -173,15 +192,27 @@ def _num_sms(device) -> int:
     return 4
 
 
+#: dense calls with at most this many queries run the ragged kernel over ``[0, N)`` per query.
+#: Why: ``tl.dot`` needs >= 16 query rows, so the dense kernel pads B=1 to 16 and spends 16x the
+#: scoring work; on an H200 it reached 13-17% of HBM at B=1, while the ragged kernel (one query per
+#: program, no padding) streamed 67% (benchmarks/results/kernels-h200*.md). Each query streams the
+#: keys once, so B queries cost B streams: at B=2 that is still estimated above the dense kernel.
+#: An estimate from those two runs, not yet measured as such: ``sweep_gpu_topk.py`` measures both.
+DENSE_AS_RAGGED_MAX_B = 2
+
+
 def candidate_topk_triton(queries, keys, k: int, starts=None, ends=None, mask=None, *,
                           block_n: int | None = None, block_d: int | None = None,
-                          block_b: int | None = None, chunk: int | None = None):
+                          block_b: int | None = None, chunk: int | None = None,
+                          kernel: str | None = None):
     """Fused score + top-k on CUDA tensors (or CPU tensors under ``TRITON_INTERPRET=1``).
 
     Same contract as :func:`..reference.candidate_topk_reference`. ``keys`` may be fp32, fp16 or
     bf16 (queries are cast to the keys' dtype for the dot product, accumulation is fp32; fp32 keys
     use IEEE fp32 dot products, not TF32, so results match the reference to fp32 rounding).
-    Tile sizes default to GPU-friendly values, or tiny ones under the interpreter.
+    Tile sizes default to GPU-friendly values, or tiny ones under the interpreter. ``kernel``
+    (``"dense"`` or ``"ragged"``) overrides the choice for dense calls (tests, sweeps); default:
+    ragged when ``B <= DENSE_AS_RAGGED_MAX_B``.
     """
     import torch
 
@@ -198,7 +229,7 @@ def candidate_topk_triton(queries, keys, k: int, starts=None, ends=None, mask=No
         raise ValueError(f"candidate_topk_triton: N={N} keys exceeds the 2^31-1 index limit; split "
                          f"the key set and merge the results")
     interp = _interpreting()
-    K_PAD = max(1, 1 << (k - 1).bit_length())
+    K_PAD = max(2, 1 << (k - 1).bit_length())  # >= 2: tl.flip cannot take a length-1 dim
     BLOCK_N = block_n or (32 if interp else 128)
     BLOCK_N = max(BLOCK_N, K_PAD)
     BLOCK_D = block_d or (32 if interp else (64 if keys.element_size() == 4 else 128))
@@ -214,6 +245,11 @@ def candidate_topk_triton(queries, keys, k: int, starts=None, ends=None, mask=No
         mask_mode = 1 if m.dim() == 1 else 2
         stride_m = m.stride(0) if m.dim() == 2 else 0
     target_programs = 4 * _num_sms(dev)
+    if kernel not in (None, "dense", "ragged"):
+        raise ValueError(f"candidate_topk_triton: kernel={kernel!r}; use 'dense', 'ragged' or None")
+    if starts is None and (kernel == "ragged" or (kernel is None and B <= DENSE_AS_RAGGED_MAX_B)):
+        starts = torch.zeros(B, dtype=torch.int64, device=dev)
+        ends = torch.full((B,), N, dtype=torch.int64, device=dev)
     if starts is None:
         BLOCK_B = block_b or 16
         n_bblocks = triton.cdiv(B, BLOCK_B)

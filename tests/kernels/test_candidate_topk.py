@@ -116,6 +116,29 @@ def test_cpu_sgemm_path_equals_scan_exactly(monkeypatch, mask_kind, k):
     np.testing.assert_array_equal(i, i2)
 
 
+@pytest.mark.parametrize("ragged,kernel", [(False, "dense"), (False, "ragged"), (True, None)])
+@pytest.mark.parametrize("k", [1, 6, 16])
+def test_triton_many_tiles_tie_heavy_equals_cpu(ragged, kernel, k):
+    """One chunk of many small tiles per program, integer data full of exact ties: the running
+    threshold prefilter skips most tiles, and the result must still equal the CPU scan exactly
+    (indices included), because both keep the same tie rule (equal scores: lower index first)."""
+    from c3m_kernels.candidate_topk.cpu import scan_topk_numpy
+    from c3m_kernels.candidate_topk.triton_impl import candidate_topk_triton
+
+    rng = np.random.default_rng(k)
+    q = rng.integers(-2, 3, (5, 7)).astype(np.float32)
+    keys = rng.integers(-2, 3, (300, 7)).astype(np.float32)
+    st = np.array([0, 0, 17, 150, 299]) if ragged else np.zeros(5, np.int64)
+    en = np.array([300, 9, 290, 150, 300]) if ragged else np.full(5, 300)
+    dev = "cuda" if HAS_CUDA else "cpu"
+    qt, kt = torch.from_numpy(q).to(dev), torch.from_numpy(keys).to(dev)
+    kw = dict(starts=torch.from_numpy(st), ends=torch.from_numpy(en)) if ragged else {}
+    s, i = candidate_topk_triton(qt, kt, k, block_n=16, block_d=16, chunk=304, kernel=kernel, **kw)
+    s2, i2 = scan_topk_numpy(q, keys, k, st, en)
+    np.testing.assert_array_equal(s.cpu().numpy(), s2)
+    np.testing.assert_array_equal(i.cpu().numpy(), i2)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_duplicate_scores(backend, check_topk):
     q, keys = _data(3, 40, 8, seed=6, dup=True)
