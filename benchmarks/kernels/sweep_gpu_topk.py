@@ -5,7 +5,9 @@ kernels-h200-sweep.md) while the ragged kernel streamed 67%. Two choices in ``tr
 on that and are measured here so they can be set from numbers:
 
 * ``routes`` (default, ~1 minute): dense kernel vs the ragged kernel over ``[0, N)`` for small B
-  (sets ``DENSE_AS_RAGGED_MAX_B``), and BLOCK_B 16/32/64 for the dense kernel at B = 16 and 64.
+  (sets ``DENSE_AS_RAGGED_MAX_B``), BLOCK_B 16/32/64 for the dense kernel at B = 16 and 64, and
+  fp32 with TF32 dots: at B = 64 IEEE fp32 needs 49 GFLOP per 1M x 384 keys, ~0.7 ms on CUDA cores
+  against 0.3 ms to read the keys, so fp32 cannot reach the HBM limit without tensor cores.
 * ``--tiles`` (~3 minutes): the older BLOCK_N x BLOCK_D x programs-per-query grid.
 
 Usage: python benchmarks/kernels/sweep_gpu_topk.py [--tiles]
@@ -45,15 +47,19 @@ def routes(N=1_000_000, D=384, k=10):
         for B in (1, 2, 4, 8, 16, 64):
             q = torch.randn(B, D, device="cuda", generator=gen).to(dtype)
             t_torch = do_bench(lambda: torch.topk(q @ keys.T, k, dim=1), warmup=5, rep=20)
-            variants = [("ragged", None)] if B <= 8 else []
-            variants += [("dense", bb) for bb in (16, 32, 64) if B >= 16 or bb == 16]
-            for kernel, bb in variants:
-                ms = _bench(lambda: candidate_topk_triton(q, keys, k, kernel=kernel, block_b=bb))
+            variants = [("ragged", None, "ieee")] if B <= 8 else []
+            variants += [("dense", bb, "ieee") for bb in (16, 32, 64) if B >= 16 or bb == 16]
+            if dtype == torch.float32 and B >= 16:  # what TF32 tensor cores would buy (not the default)
+                variants += [("dense", bb, "tf32") for bb in (16, 64)]
+            for kernel, bb, dot in variants:
+                ms = _bench(lambda: candidate_topk_triton(q, keys, k, kernel=kernel, block_b=bb,
+                                                          fp32_dot=dot))
+                name = str(dtype)[6:] + (" tf32" if dot == "tf32" else "")
                 if isinstance(ms, str):
-                    print(_row([str(dtype)[6:], B, kernel, bb or "-", ms, "", "", f"{t_torch:.3f}"]))
+                    print(_row([name, B, kernel, bb or "-", ms, "", "", f"{t_torch:.3f}"]))
                     continue
                 gbs = gb / (ms / 1e3)
-                print(_row([str(dtype)[6:], B, kernel, bb or "-", f"{ms:.3f}", f"{gbs:.0f}",
+                print(_row([name, B, kernel, bb or "-", f"{ms:.3f}", f"{gbs:.0f}",
                             f"{100 * gbs * 1e9 / HBM:.0f}%", f"{t_torch:.3f}"]))
             sys.stdout.flush()
 

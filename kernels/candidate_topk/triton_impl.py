@@ -204,7 +204,7 @@ DENSE_AS_RAGGED_MAX_B = 2
 def candidate_topk_triton(queries, keys, k: int, starts=None, ends=None, mask=None, *,
                           block_n: int | None = None, block_d: int | None = None,
                           block_b: int | None = None, chunk: int | None = None,
-                          kernel: str | None = None):
+                          kernel: str | None = None, fp32_dot: str = "ieee"):
     """Fused score + top-k on CUDA tensors (or CPU tensors under ``TRITON_INTERPRET=1``).
 
     Same contract as :func:`..reference.candidate_topk_reference`. ``keys`` may be fp32, fp16 or
@@ -212,7 +212,9 @@ def candidate_topk_triton(queries, keys, k: int, starts=None, ends=None, mask=No
     use IEEE fp32 dot products, not TF32, so results match the reference to fp32 rounding).
     Tile sizes default to GPU-friendly values, or tiny ones under the interpreter. ``kernel``
     (``"dense"`` or ``"ragged"``) overrides the choice for dense calls (tests, sweeps); default:
-    ragged when ``B <= DENSE_AS_RAGGED_MAX_B``.
+    ragged when ``B <= DENSE_AS_RAGGED_MAX_B``. ``fp32_dot="tf32"`` lets the dense kernel use
+    TF32 tensor cores for fp32 keys (faster, ~1e-3 relative score error, so near-ties may reorder);
+    measurement only for now: the public op keeps IEEE fp32 so every backend agrees.
     """
     import torch
 
@@ -238,7 +240,9 @@ def candidate_topk_triton(queries, keys, k: int, starts=None, ends=None, mask=No
     if keys.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         keys = keys.float()
     q = queries.to(keys.dtype).contiguous()
-    f32 = keys.dtype == torch.float32
+    if fp32_dot not in ("ieee", "tf32"):
+        raise ValueError(f"candidate_topk_triton: fp32_dot={fp32_dot!r}; use 'ieee' or 'tf32'")
+    f32 = keys.dtype == torch.float32 and fp32_dot == "ieee"
     mask_mode, m, stride_m = 0, keys, 0
     if mask is not None:
         m = mask.to(torch.uint8).contiguous()

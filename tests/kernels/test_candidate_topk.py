@@ -246,3 +246,18 @@ def test_gpu_triton(dtype, ragged, B, N, d, k, check_topk):
     atol = 1e-3 if dtype == torch.float32 else 0.3
     check_topk(q.to(dtype).float(), keys.to(dtype).float(), k, s.cpu(), i.cpu(), st, en, atol=atol)
 
+
+
+def test_triton_fp32_dot_option(check_topk):
+    """fp32_dot='tf32' (measurement option) still returns a valid top-k within TF32 error; a typo
+    is refused by name."""
+    from c3m_kernels.candidate_topk.triton_impl import candidate_topk_triton
+
+    q, keys = _data(17, 90, 24, seed=4)
+    dev = "cuda" if HAS_CUDA else "cpu"
+    s, i = candidate_topk_triton(q.to(dev), keys.to(dev), 5, kernel="dense", fp32_dot="tf32")
+    check_topk(q, keys, 5, s.cpu(), i.cpu(), atol=5e-2)
+    with pytest.raises(ValueError, match="fp32_dot"):
+        candidate_topk_triton(q, keys, 5, fp32_dot="fp32")
+    with pytest.raises(ValueError, match="kernel"):
+        candidate_topk_triton(q, keys, 5, kernel="fused")
