@@ -36,7 +36,7 @@ def run(res, device="cpu", quick=False, log=print):
         configs = [(100_000, 384, B, k) for B in (1, 64) for k in (10,)]
     else:
         configs = ([(1_000_000, 384, B, k) for B in (1, 16, 64) for k in (10, 100)]
-                   + [(1_000_000, 384, 256, 10)]
+                   + [(1_000_000, 384, B, 10) for B in (4, 8, 256)]
                    + [(200_000, 768, B, k) for B in (1, 16, 256) for k in (10, 100)])
     rows = []
     keys_cache = {}

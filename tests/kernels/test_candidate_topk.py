@@ -95,22 +95,25 @@ def test_mask_cpu_sgemm_path(mask_kind, check_topk):
     check_topk(q, keys, 20, s, i, mask=mask.numpy(), atol=1e-3)
 
 
+@pytest.mark.parametrize("path,B,N", [("sgemm", 11, 1203), ("tiled", 7, 9001), ("tiled", 1, 9001)])
 @pytest.mark.parametrize("mask_kind", [None, "keys", "per_query"])
 @pytest.mark.parametrize("k", [1, 5, 37])
-def test_cpu_sgemm_path_equals_scan_exactly(monkeypatch, mask_kind, k):
-    """The blocked sgemm path (many 256-row blocks, strips crossing block ends) returns exactly what
-    the streaming scan returns, indices included, on integer data full of exact ties: both keep the
-    documented tie rule (equal scores: lower index first)."""
+def test_cpu_dense_paths_equal_scan_exactly(monkeypatch, path, B, N, mask_kind, k):
+    """Both dense paths return exactly what the per-query streaming scan returns, indices included,
+    on integer data full of exact ties: all keep the documented tie rule (equal scores: lower index
+    first). sgemm: many 256-row blocks, strips crossing block ends; tiled: two key chunks of many
+    64-row tiles, merged."""
     from c3m_kernels.candidate_topk import cpu
 
     rng = np.random.default_rng(k)
-    q = rng.integers(-2, 3, (11, 6)).astype(np.float32)  # small integers: exact, heavily tied scores
-    keys = rng.integers(-2, 3, (1203, 6)).astype(np.float32)
+    q = rng.integers(-2, 3, (B, 6)).astype(np.float32)  # small integers: exact, heavily tied scores
+    keys = rng.integers(-2, 3, (N, 6)).astype(np.float32)
     mask = None if mask_kind is None else (
-        rng.random(1203) > 0.3 if mask_kind == "keys" else rng.random((11, 1203)) > 0.6)
+        rng.random(N) > 0.3 if mask_kind == "keys" else rng.random((B, N)) > 0.6)
     monkeypatch.setattr(cpu, "BLOCK_ROWS", 256)  # 256-row blocks, a short last one
+    assert (B > cpu.SCAN_MAX_B) == (path == "sgemm")
     s, i = cpu.dense_topk_numpy(q, keys, k, mask)
-    st, en = np.zeros(11, np.int64), np.full(11, 1203, np.int64)
+    st, en = np.zeros(B, np.int64), np.full(B, N, np.int64)
     s2, i2 = cpu.scan_topk_numpy(q, keys, k, st, en, mask)
     np.testing.assert_array_equal(s, s2)
     np.testing.assert_array_equal(i, i2)
