@@ -35,9 +35,10 @@ def run(res, device="cpu", quick=False, log=print):
     elif quick:
         configs = [(100_000, 384, B, k) for B in (1, 64) for k in (10,)]
     else:
-        configs = ([(1_000_000, 384, B, k) for B in (1, 16, 64) for k in (10, 100)]
-                   + [(1_000_000, 384, B, 10) for B in (4, 8, 256)]
-                   + [(200_000, 768, B, k) for B in (1, 16, 256) for k in (10, 100)])
+        configs = sorted([(1_000_000, 384, B, k) for B in (1, 16, 64) for k in (10, 100)]
+                         + [(1_000_000, 384, B, 10) for B in (4, 8, 256)]
+                         + [(200_000, 768, B, k) for B in (1, 16, 256) for k in (10, 100)],
+                         key=lambda c: (-c[0], c[1], c[2], c[3]))
     rows = []
     keys_cache = {}
     for cfg in configs:
