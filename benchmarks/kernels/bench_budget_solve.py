@@ -37,7 +37,7 @@ def run(res, device="cpu", quick=False, log=print):
         t_ex = timeit(lambda: budget_solve(v, c, bud, groups=g, token_buckets=32), reps=reps)
         t_cov = timeit(lambda: budget_solve(v, c, bud, groups=g, token_buckets=32, mode="coverage",
                                             coverage=cov, lam=0.5), reps=reps) \
-            if B <= 1024 else float("nan")
+            if B <= 16384 else float("nan")
         shape = f"B={B} M={M} budgets=(3,4,2,2048 tok) buckets=32"
         res.add("budget_solve", "cpu", "-", shape, "instances/s exact", B / t_ex)
         if not np.isnan(t_cov):

@@ -28,11 +28,12 @@ from .cpu import dp_solve
 from .reference import coverage_value
 
 
-def _tight_minorant(chosen, values, cov, w, variant: int = 0, rng=None):
+def _tight_minorant(chosen, values, cov, w, variant: int = 0, rand=None):
     """Modular lower bound ``h [B, M]`` of Cov, tight at ``chosen`` (see module docstring).
 
     ``variant`` picks the order of the items outside S (any order gives a valid minorant; different
-    orders escape different local optima): 0 marginal gain, 1 value + marginal gain, 2 random.
+    orders escape different local optima): 0 marginal gain, 1 value + marginal gain, 2 random
+    (``rand``, shaped like ``values``).
     """
     B, M, L = cov.shape
     covered = np.any(cov & chosen[:, :, None], axis=1)  # [B, L]
@@ -43,7 +44,7 @@ def _tight_minorant(chosen, values, cov, w, variant: int = 0, rng=None):
     elif variant == 1:
         outside = values + marginal
     else:
-        outside = rng.random(values.shape)
+        outside = rand
     key = np.where(chosen, values, outside)
     perm = np.lexsort((-key, ~chosen), axis=-1)
     rank = np.empty((B, M), np.int64)
@@ -72,13 +73,49 @@ def _state(chosen, icost, groups, gcost, cov):
     return cnt, gcnt, cost
 
 
+def _best_moves(chosen, values, icost, groups, gcost, caps, cov, covf, w, lam, gidx, gc_item):
+    """Best "add j" and best "swap i out, j in" move per instance, with their gains (-inf: none)."""
+    B, M = chosen.shape
+    G = gcost.shape[1]
+    ar = np.arange(B)[:, None]
+    cnt, gcnt, cost = _state(chosen, icost, groups, gcost, cov)
+    # sentinel count for "no group": such items never open (or free) a group
+    gcnt_pad = np.concatenate([gcnt[:, :G], np.full((B, 1), 10 ** 9)], axis=1)
+    gc_of = gcnt_pad[ar, gidx]  # [B, M] chosen count of the item's group
+    # add j
+    new_g = (gc_of == 0)
+    add_cost = cost[:, None, :] + icost + gc_item * new_g[:, :, None]
+    add_ok = (~chosen) & np.all(add_cost <= caps[:, None, :], axis=2)
+    unc = (cnt == 0).astype(np.float64) * w  # [B, L]
+    add_gain_raw = values + lam * np.einsum("bml,bl->bm", covf, unc)
+    add_gain = np.where(add_ok, add_gain_raw, -np.inf)
+    # swap i (in) -> j (out of S)
+    only = (cnt == 1).astype(np.float64) * w
+    loss_i = values + lam * np.einsum("bml,bl->bm", covf, only)  # value lost removing i
+    back = lam * np.einsum("bil,bl,bjl->bij", covf, only, covf)  # j re-covers i's unique labels
+    sw_gain = -loss_i[:, :, None] + add_gain_raw[:, None, :] + back
+    free_i = (gc_of == 1) & (groups >= 0)  # removing i frees its group cost
+    rm_cost = cost[:, None, :] - icost - gc_item * free_i[:, :, None]  # [B, M, 4]
+    same = (groups[:, :, None] == groups[:, None, :]) & (groups[:, :, None] >= 0)
+    gcount_after = gc_of[:, None, :] - same.astype(np.int64)  # [B, i, j]
+    newg_j = (gcount_after == 0) & (groups[:, None, :] >= 0)
+    sw_cost = (rm_cost[:, :, None, :] + icost[:, None, :, :]
+               + gc_item[:, None, :, :] * newg_j[..., None])
+    sw_ok = (chosen[:, :, None] & (~chosen)[:, None, :]
+             & np.all(sw_cost <= caps[:, None, None, :], axis=3))
+    sw_gain = np.where(sw_ok, sw_gain, -np.inf).reshape(B, M * M)
+    best_add = add_gain.argmax(1)
+    best_sw = sw_gain.argmax(1)
+    return best_add, add_gain[np.arange(B), best_add], best_sw, sw_gain[np.arange(B), best_sw]
+
+
 def local_search(chosen, values, icost, groups, gcost, caps, cov, w, lam, max_rounds=None):
     """Batched best-improvement local search with "add j" and "swap i out, j in" moves.
 
     Feasibility is checked in the DP's units (bucketed tokens rounded up, clipped budgets), so every
     accepted move keeps the raw-token answer feasible. Each move strictly increases the objective;
     it stops when no move improves or after ``max_rounds`` (default 2·M) rounds. O(B·M²·L) per
-    round, vectorised.
+    round, vectorised over the instances that still moved in the previous round.
     """
     chosen = chosen.copy()
     B, M = chosen.shape
@@ -87,50 +124,20 @@ def local_search(chosen, values, icost, groups, gcost, caps, cov, w, lam, max_ro
     gpad = np.concatenate([gcost, np.zeros((B, 1, 4), np.int64)], axis=1)  # index G = no group
     gidx = np.where(groups >= 0, groups, G)
     gc_item = np.take_along_axis(gpad, gidx[:, :, None], axis=1)  # [B, M, 4] group cost of item
-    ar = np.arange(B)[:, None]
-    active = np.ones(B, bool)
+    rows = np.arange(B)
     for _ in range(max_rounds or 2 * M):
-        cnt, gcnt, cost = _state(chosen, icost, groups, gcost, cov)
-        # sentinel count for "no group": such items never open (or free) a group
-        gcnt_pad = np.concatenate([gcnt[:, :G], np.full((B, 1), 10 ** 9)], axis=1)
-        gc_of = gcnt_pad[ar, gidx]  # [B, M] chosen count of the item's group
-        # add j
-        new_g = (gc_of == 0)
-        add_cost = cost[:, None, :] + icost + gc_item * new_g[:, :, None]
-        add_ok = (~chosen) & np.all(add_cost <= caps[:, None, :], axis=2)
-        unc = (cnt == 0).astype(np.float64) * w  # [B, L]
-        add_gain = values + lam * np.einsum("bml,bl->bm", covf, unc)
-        add_gain = np.where(add_ok, add_gain, -np.inf)
-        # swap i (in) -> j (out of S)
-        only = (cnt == 1).astype(np.float64) * w
-        loss_i = values + lam * np.einsum("bml,bl->bm", covf, only)  # value lost removing i
-        back = lam * np.einsum("bil,bl,bjl->bij", covf, only, covf)  # j re-covers i's unique labels
-        add_gain_raw = values + lam * np.einsum("bml,bl->bm", covf, unc)
-        sw_gain = -loss_i[:, :, None] + add_gain_raw[:, None, :] + back
-        free_i = (gc_of == 1) & (groups >= 0)  # removing i frees its group cost
-        rm_cost = cost[:, None, :] - icost - gc_item * free_i[:, :, None]  # [B, M, 4]
-        same = (groups[:, :, None] == groups[:, None, :]) & (groups[:, :, None] >= 0)
-        gcount_after = gc_of[:, None, :] - same.astype(np.int64)  # [B, i, j]
-        newg_j = (gcount_after == 0) & (groups[:, None, :] >= 0)
-        sw_cost = (rm_cost[:, :, None, :] + icost[:, None, :, :]
-                   + gc_item[:, None, :, :] * newg_j[..., None])
-        sw_ok = (chosen[:, :, None] & (~chosen)[:, None, :]
-                 & np.all(sw_cost <= caps[:, None, None, :], axis=3))
-        sw_gain = np.where(sw_ok, sw_gain, -np.inf).reshape(B, M * M)
-        best_add = add_gain.argmax(1)
-        best_sw = sw_gain.argmax(1)
-        ga = add_gain[np.arange(B), best_add]
-        gs = sw_gain[np.arange(B), best_sw]
-        do_add = active & (ga > 1e-12) & (ga >= gs)
-        do_sw = active & (gs > 1e-12) & ~do_add
-        if not (do_add.any() or do_sw.any()):
+        r = rows
+        best_add, ga, best_sw, gs = _best_moves(
+            chosen[r], values[r], icost[r], groups[r], gcost[r], caps[r], cov[r], covf[r], w[r],
+            lam, gidx[r], gc_item[r])
+        do_add = (ga > 1e-12) & (ga >= gs)
+        do_sw = (gs > 1e-12) & ~do_add
+        chosen[r[do_add], best_add[do_add]] = True
+        chosen[r[do_sw], best_sw[do_sw] // M] = False
+        chosen[r[do_sw], best_sw[do_sw] % M] = True
+        rows = r[do_add | do_sw]
+        if rows.size == 0:
             break
-        b = np.nonzero(do_add)[0]
-        chosen[b, best_add[b]] = True
-        b = np.nonzero(do_sw)[0]
-        chosen[b, best_sw[b] // M] = False
-        chosen[b, best_sw[b] % M] = True
-        active = do_add | do_sw
     return chosen
 
 
@@ -148,29 +155,33 @@ def coverage_solve(values, icost, groups, gcost, caps, coverage, coverage_weight
 
     rng = np.random.default_rng(seed)
 
-    def obj(ch):
-        return (ch * values).sum(axis=1) + lam * coverage_value(ch, cov, w)
+    def obj(ch, rows=slice(None)):
+        return (ch * values[rows]).sum(axis=1) + lam * coverage_value(ch, cov[rows], w[rows])
 
     starts = [dp(values, icost, groups, gcost, caps),
               dp(values + lam * (cov * w[:, None, :]).sum(axis=2), icost, groups, gcost, caps)]
     best = starts[0].copy()
     best_obj = obj(best)
     for cur in starts:
+        cur = cur.copy()
         cur_obj = obj(cur)
-        active = np.ones(B, bool)
+        rows = np.arange(B)  # instances still improving: only these go back to the DP
         for _ in range(max_iter):
-            base = cur
-            improved = np.zeros(B, bool)
+            base = cur[rows]
+            improved = np.zeros(rows.size, bool)
             for var in variants:
-                h = _tight_minorant(base, values, cov, w, var, rng)
-                nxt = dp(values + lam * h, icost, groups, gcost, caps)
-                nxt_obj = obj(nxt)
-                up = (nxt_obj > cur_obj + 1e-12) & active
-                cur = np.where(up[:, None], nxt, cur)
-                cur_obj = np.where(up, nxt_obj, cur_obj)
+                # draw for every instance, then take the rows: the random orders do not depend
+                # on which other instances are still improving
+                rand = rng.random((B, M))[rows] if var == 2 else None
+                h = _tight_minorant(base, values[rows], cov[rows], w[rows], var, rand)
+                nxt = dp(values[rows] + lam * h, icost[rows], groups[rows], gcost[rows], caps[rows])
+                nxt_obj = obj(nxt, rows)
+                up = nxt_obj > cur_obj[rows] + 1e-12
+                cur[rows[up]] = nxt[up]
+                cur_obj[rows[up]] = nxt_obj[up]
                 improved |= up
-            active = improved
-            if not active.any():
+            rows = rows[improved]
+            if rows.size == 0:
                 break
         if local_moves:
             cur = local_search(cur, values, icost, groups, gcost, caps, cov, w, lam)
