@@ -141,6 +141,17 @@ def local_search(chosen, values, icost, groups, gcost, caps, cov, w, lam, max_ro
     return chosen
 
 
+def _dp_stacked(dp, value_sets, rows, icost, groups, gcost, caps):
+    """One DP call for several value sets over the same ``rows``: the oracle calls of one iteration
+    are independent, and one stacked batch lets the DP spread them over the cores (at B=1 the calls
+    would otherwise run one after another on one core)."""
+    V = len(value_sets)
+    out = dp(np.concatenate(value_sets), np.tile(icost[rows], (V, 1, 1)),
+             np.tile(groups[rows], (V, 1)), np.tile(gcost[rows], (V, 1, 1)),
+             np.tile(caps[rows], (V, 1)))
+    return np.split(out, V)
+
+
 def coverage_solve(values, icost, groups, gcost, caps, coverage, coverage_weights, lam,
                    max_iter: int = 6, variants=(0, 1, 2), seed: int = 0,
                    local_moves: bool = True, dp=dp_solve):
@@ -158,8 +169,9 @@ def coverage_solve(values, icost, groups, gcost, caps, coverage, coverage_weight
     def obj(ch, rows=slice(None)):
         return (ch * values[rows]).sum(axis=1) + lam * coverage_value(ch, cov[rows], w[rows])
 
-    starts = [dp(values, icost, groups, gcost, caps),
-              dp(values + lam * (cov * w[:, None, :]).sum(axis=2), icost, groups, gcost, caps)]
+    all_rows = np.arange(B)
+    starts = _dp_stacked(dp, [values, values + lam * (cov * w[:, None, :]).sum(axis=2)], all_rows,
+                         icost, groups, gcost, caps)
     best = starts[0].copy()
     best_obj = obj(best)
     for cur in starts:
@@ -169,12 +181,15 @@ def coverage_solve(values, icost, groups, gcost, caps, coverage, coverage_weight
         for _ in range(max_iter):
             base = cur[rows]
             improved = np.zeros(rows.size, bool)
+            value_sets = []
             for var in variants:
                 # draw for every instance, then take the rows: the random orders do not depend
                 # on which other instances are still improving
                 rand = rng.random((B, M))[rows] if var == 2 else None
                 h = _tight_minorant(base, values[rows], cov[rows], w[rows], var, rand)
-                nxt = dp(values[rows] + lam * h, icost[rows], groups[rows], gcost[rows], caps[rows])
+                value_sets.append(values[rows] + lam * h)
+            # every variant's minorant is built at ``base``, so their DPs are independent
+            for nxt in _dp_stacked(dp, value_sets, rows, icost, groups, gcost, caps):
                 nxt_obj = obj(nxt, rows)
                 up = nxt_obj > cur_obj[rows] + 1e-12
                 cur[rows[up]] = nxt[up]

@@ -142,8 +142,10 @@ def _dp_batch_serial(values, icost, groups, gcost, caps, chosen):  # pragma: no 
         _dp_one(b, values, icost, groups, gcost, caps, chosen)
 
 
-#: batches smaller than this use the serial kernel
-SERIAL_MAX_B = 8
+#: batches with less DP work than this (sum over instances of states x items) use the serial
+#: kernel: a parallel launch costs more than it saves on a few tiny instances, but a few BMER-sized
+#: ones (~2e6 state-item updates, ~3 ms each) are worth spreading over the cores
+SERIAL_MAX_WORK = 200_000
 
 
 def prepare_dp_inputs(costs, budgets, groups, group_costs, token_buckets: int):
@@ -181,7 +183,8 @@ def dp_solve(values, icost, groups, gcost, caps):
         return chosen.astype(bool)
     if gcost.shape[1] == 0:
         gcost = np.zeros((B, 1, 4), np.int64)
-    kernel = _dp_batch_serial if B < SERIAL_MAX_B else _dp_batch
+    work = int(np.prod(np.asarray(caps, np.int64) + 1, axis=1).sum()) * M
+    kernel = _dp_batch_serial if B == 1 or work < SERIAL_MAX_WORK else _dp_batch
     kernel(np.ascontiguousarray(values, np.float64), np.ascontiguousarray(icost, np.int64),
               np.ascontiguousarray(groups, np.int64), np.ascontiguousarray(gcost, np.int64),
               np.ascontiguousarray(caps, np.int64), chosen)
