@@ -21,7 +21,11 @@ import numpy as np
 from .._compat import njit, prange
 from .._rows import sort_row
 
-@njit(parallel=True, fastmath=True)
+#: fastmath without the no-NaN / no-Inf assumptions: the running thresholds start at -inf
+FINITE_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+
+
+@njit(parallel=True, fastmath=FINITE_FASTMATH)
 def _scan_topk(q, keys, starts, ends, mask, mask_mode, k, out_s, out_i):  # pragma: no cover - numba
     """Per-query streaming top-k. ``mask_mode``: 0 none, 1 mask[0, n], 2 mask[b, n].
 
@@ -126,7 +130,7 @@ def _offer(out_s, out_i, row, cnt, minpos, thr, b, s, n):  # pragma: no cover - 
 TILE_ROWS = 64
 
 
-@njit(parallel=True, fastmath=True)
+@njit(parallel=True, fastmath=FINITE_FASTMATH)
 def _tiled_scan(q, keys, bounds, mask, mask_mode, k, ps, pi):  # pragma: no cover - numba
     """Dense top-k for a few queries: parallel over key chunks ``bounds[c]:bounds[c+1]``; inside a
     chunk, tile by tile, every query scans the tile while it is in L2, so DRAM is read once for all
@@ -157,7 +161,7 @@ def _tiled_scan(q, keys, bounds, mask, mask_mode, k, ps, pi):  # pragma: no cove
 STRIP_ROWS = 16
 
 
-@njit(fastmath=True)
+@njit(fastmath=FINITE_FASTMATH)
 def _block_select(S, base, mask, mask_mode, out_s, out_i, cnt, minpos, thr):  # pragma: no cover
     """Fold a keys-major score block ``S [n, B]`` (row j = key row ``base + j``) into the buffers.
 
