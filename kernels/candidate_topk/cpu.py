@@ -25,84 +25,15 @@ from .._rows import sort_row
 FINITE_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 
 
-@njit(parallel=True, fastmath=FINITE_FASTMATH)
-def _scan_topk(q, keys, starts, ends, mask, mask_mode, k, out_s, out_i):  # pragma: no cover - numba
-    """Per-query streaming top-k. ``mask_mode``: 0 none, 1 mask[0, n], 2 mask[b, n].
-
-    Ties: a later key replaces a buffered one only with a strictly larger score, and eviction picks
-    the largest index among equal minima, so among equal scores lower indices win (deterministic).
-    """
-    B = q.shape[0]
-    d = q.shape[1]
-    for b in prange(B):
-        lo = starts[b]
-        hi = ends[b]
-        cnt = 0
-        minpos = 0
-        minval = np.float32(0.0)
-        row = np.int64(0)
-        if mask_mode == 2:
-            row = np.int64(b)
-        for n in range(lo, hi):
-            if mask_mode != 0 and mask[row, n] == 0:
-                continue
-            s = np.float32(0.0)
-            for j in range(d):
-                s += q[b, j] * keys[n, j]
-            if cnt < k:
-                out_s[b, cnt] = s
-                out_i[b, cnt] = n
-                cnt += 1
-                if cnt == k:
-                    minpos = 0
-                    for t in range(1, k):
-                        if out_s[b, t] < out_s[b, minpos] or (
-                                out_s[b, t] == out_s[b, minpos] and out_i[b, t] > out_i[b, minpos]):
-                            minpos = t
-                    minval = out_s[b, minpos]
-            elif s > minval:
-                out_s[b, minpos] = s
-                out_i[b, minpos] = n
-                minpos = 0
-                for t in range(1, k):
-                    if out_s[b, t] < out_s[b, minpos] or (
-                            out_s[b, t] == out_s[b, minpos] and out_i[b, t] > out_i[b, minpos]):
-                        minpos = t
-                minval = out_s[b, minpos]
-        sort_row(out_s, out_i, b, cnt)  # score desc, index asc
-
-
-def scan_topk_numpy(q: np.ndarray, keys: np.ndarray, k: int, starts: np.ndarray, ends: np.ndarray,
-                    mask: np.ndarray | None = None):
-    """Streaming top-k over per-query key ranges (numpy in, numpy out). See :func:`_scan_topk`."""
-    B = q.shape[0]
-    q = np.ascontiguousarray(q, dtype=np.float32)
-    keys = np.ascontiguousarray(keys, dtype=np.float32)
-    if keys.shape[0] == 0:
-        keys = np.zeros((1, q.shape[1]), np.float32)  # numba needs a non-empty typed array
-    out_s = np.full((B, k), -np.inf, dtype=np.float32)
-    out_i = np.full((B, k), -1, dtype=np.int64)
-    if k == 0 or B == 0:
-        return out_s, out_i
-    if mask is None:
-        m, mode = np.zeros((1, 1), np.uint8), 0
-    else:
-        m = np.ascontiguousarray(mask, dtype=np.uint8)
-        mode = 1 if m.ndim == 1 else 2
-        m = m.reshape(1, -1) if m.ndim == 1 else m
-    _scan_topk(q, keys, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64),
-               m, mode, k, out_s, out_i)
-    return out_s, out_i
-
-
 @njit(inline="always")
 def _offer(out_s, out_i, row, cnt, minpos, thr, b, s, n):  # pragma: no cover - numba
     """Offer score ``s`` of key row ``n`` to a running top-k buffer, row ``row`` of ``out_s/out_i``,
     whose state is slot ``b`` of ``cnt/minpos/thr``.
 
     The buffer holds ``cnt[b]`` unsorted entries; once full, ``minpos[b]`` is the slot of the current
-    k-th best and ``thr[b]`` its score. Same tie rule as :func:`_scan_topk`: a later key needs a
-    strictly larger score, eviction takes the largest index among equal minima.
+    k-th best and ``thr[b]`` its score. The tie rule of every CPU path lives here: a later key needs a
+    strictly larger score, eviction takes the largest index among equal minima, so among equal
+    scores lower indices win.
     """
     k = out_s.shape[1]
     c = cnt[b]
@@ -124,6 +55,57 @@ def _offer(out_s, out_i, row, cnt, minpos, thr, b, s, n):  # pragma: no cover - 
             mp = t
     minpos[b] = mp
     thr[b] = out_s[row, mp]
+
+
+@njit(parallel=True, fastmath=FINITE_FASTMATH)
+def _scan_topk(q, keys, starts, ends, mask, mask_mode, k, out_s, out_i):  # pragma: no cover - numba
+    """Per-query streaming top-k. ``mask_mode``: 0 none, 1 mask[0, n], 2 mask[b, n].
+
+    Ties as in :func:`_offer`: among equal scores lower indices win (deterministic).
+    """
+    B = q.shape[0]
+    d = q.shape[1]
+    cnt = np.zeros(B, np.int64)  # per-query buffer state; query b touches only slot b
+    minpos = np.zeros(B, np.int64)
+    thr = np.full(B, -np.inf, np.float32)
+    for b in prange(B):
+        row = np.int64(b) if mask_mode == 2 else np.int64(0)
+        for n in range(starts[b], ends[b]):
+            if mask_mode != 0 and mask[row, n] == 0:
+                continue
+            s = np.float32(0.0)
+            for j in range(d):
+                s += q[b, j] * keys[n, j]
+            if cnt[b] < k or s > thr[b]:
+                _offer(out_s, out_i, b, cnt, minpos, thr, b, s, n)
+        sort_row(out_s, out_i, b, cnt[b])  # score desc, index asc
+
+
+def _mask_arg(mask):
+    """``(mask as uint8 [1 or B, N], mode)`` for the numba kernels: mode 0 none, 1 one row shared by
+    every query, 2 one row per query. numba needs a typed array even without a mask."""
+    if mask is None:
+        return np.zeros((1, 1), np.uint8), 0
+    m = np.ascontiguousarray(mask, dtype=np.uint8)
+    return (m.reshape(1, -1), 1) if m.ndim == 1 else (m, 2)
+
+
+def scan_topk_numpy(q: np.ndarray, keys: np.ndarray, k: int, starts: np.ndarray, ends: np.ndarray,
+                    mask: np.ndarray | None = None):
+    """Streaming top-k over per-query key ranges (numpy in, numpy out). See :func:`_scan_topk`."""
+    B = q.shape[0]
+    q = np.ascontiguousarray(q, dtype=np.float32)
+    keys = np.ascontiguousarray(keys, dtype=np.float32)
+    if keys.shape[0] == 0:
+        keys = np.zeros((1, q.shape[1]), np.float32)  # numba needs a non-empty typed array
+    out_s = np.full((B, k), -np.inf, dtype=np.float32)
+    out_i = np.full((B, k), -1, dtype=np.int64)
+    if k == 0 or B == 0:
+        return out_s, out_i
+    m, mode = _mask_arg(mask)
+    _scan_topk(q, keys, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64),
+               m, mode, k, out_s, out_i)
+    return out_s, out_i
 
 
 #: key rows per tile in :func:`_tiled_scan` (96 KiB at d=384: stays in L2 while every query reads it)
@@ -231,12 +213,7 @@ def dense_topk_numpy(q: np.ndarray, keys: np.ndarray, k: int, mask: np.ndarray |
         return out_s, out_i
     q = np.ascontiguousarray(q, dtype=np.float32)
     keys = np.ascontiguousarray(keys, dtype=np.float32)
-    if mask is None:
-        m, mode = np.zeros((1, 1), np.uint8), 0
-    else:
-        m = np.ascontiguousarray(mask, dtype=np.uint8)
-        mode = 1 if m.ndim == 1 else 2
-        m = m.reshape(1, -1) if m.ndim == 1 else m
+    m, mode = _mask_arg(mask)
     if B <= SCAN_MAX_B:
         n_chunks = max(1, min(4 * (threads or os.cpu_count() or 1), N // max(4 * k, 4096)))
         bounds = np.linspace(0, N, n_chunks + 1).astype(np.int64)
