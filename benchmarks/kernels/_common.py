@@ -73,8 +73,8 @@ def _sync_fn():
 
 
 def _parallel_sum():
-    """A numba sum over chunks on every core: numpy's sum reads with one core, which understates
-    what a parallel kernel can stream (the B=1 top-k scan beat it by 25%)."""
+    """A numba sum on every core: numpy's sum reads with one core, which understates what a
+    parallel kernel can stream (the B=1 top-k scan beat it by 25%)."""
     try:
         import numba
     except ImportError:

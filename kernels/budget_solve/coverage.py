@@ -177,7 +177,7 @@ def coverage_solve(values, icost, groups, gcost, caps, coverage, coverage_weight
     for cur in starts:
         cur = cur.copy()
         cur_obj = obj(cur)
-        rows = np.arange(B)  # instances still improving: only these go back to the DP
+        rows = all_rows  # instances still improving: only these go back to the DP
         for _ in range(max_iter):
             base = cur[rows]
             improved = np.zeros(rows.size, bool)
