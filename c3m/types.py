@@ -318,6 +318,11 @@ class RouteTrace:
     covered_sessions: tuple[str, ...] = ()
     dropped_for_budget: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    #: Raw-Node ids handed to the final budgeted selection (the harness's Route-Hit looks here, and reports
+    #: the pool's size beside it, so "route everything" is visible); selected nodes are always in it.
+    pool: tuple[str, ...] = ()
+    #: how many Raw Nodes (or their vectors / postings) were scored before selection: read amplification.
+    scored: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(map(list, v)) if v and isinstance(v[0], tuple) else list(v)) if isinstance(v, tuple) else v

@@ -33,6 +33,10 @@ class MemoryMethod(ABC):
     name: ClassVar[str]
     #: True when the index promises to reach every ingested Raw Node (``verify`` then checks it).
     complete_provenance: ClassVar[bool] = True
+    #: True when the method promises to keep its active index within ``write_budget`` after every commit. The
+    #: harness measures every snapshot (``c3m.budget.measure_index``) and records a violation when a bounded
+    #: method exceeds it; unbounded methods are labelled *unbounded* in every table, with their index size.
+    bounded: ClassVar[bool] = False
 
     def __init__(self, store: ColdStore, namespace: str, models: Models, *,
                  write_budget: WriteBudget = WriteBudget(), options: dict[str, Any] | None = None):

@@ -66,6 +66,7 @@ def _memo(name: str) -> _AnchorMemo:
 @register
 class C3M(MemoryMethod):
     name = "c3m"
+    bounded = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
