@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import C3MError, InvalidInput
-from ..eval.synth.generate import HIDDEN
+from ..synthvocab import HIDDEN
 from .base import VisualAnchor
 from .summary import LeadSummarizer
 

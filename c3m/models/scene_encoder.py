@@ -68,7 +68,7 @@ def kind_of(obj: Mapping) -> str:
 
 @lru_cache(maxsize=None)
 def _vocab_shared() -> dict:
-    from ..eval.synth import vocab as v
+    from .. import synthvocab as v
     return {"shapes": v.SHAPES, "rooms": v.ROOMS, "species": v.SPECIES, "vehicles": v.VEHICLES, "sides": v.SIDES}
 
 
@@ -77,7 +77,7 @@ def attribute_vocabulary(split: str | None = None) -> dict[str, tuple[str, ...]]
 
     ``kind`` lists role-specific kinds under ``kind:<role>`` keys too.
     """
-    from ..eval.synth import vocab as v
+    from .. import synthvocab as v
     splits = v.SPLITS if split is None else (split,)
     colours = tuple(dict.fromkeys(c for s in splits for c in v.POOLS[s].colours))
     materials = tuple(dict.fromkeys(m for s in splits for m in v.POOLS[s].materials))
@@ -90,7 +90,7 @@ def attribute_vocabulary(split: str | None = None) -> dict[str, tuple[str, ...]]
 
 @lru_cache(maxsize=None)
 def _number_words() -> tuple[str, ...]:
-    from ..eval.synth.vocab import NUMBER_WORDS
+    from ..synthvocab import NUMBER_WORDS
     return NUMBER_WORDS
 
 

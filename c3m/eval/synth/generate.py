@@ -25,12 +25,11 @@ from ...types import CATEGORIES, EvidenceRef, History, Question, Session, Turn
 from .dialogue import assemble, count_tokens, ref
 from .questions import QSpec, build_questions
 from .render import render_event
-from .vocab import SPLITS
+from .vocab import HIDDEN, SPLITS
 from .world import MUTABLE, World, build_world, schedule, visible_attrs
 
 GENERATOR = "c3m.eval.synth"
 VERSION = "1.0"
-HIDDEN = "_hidden"
 TOLERANCE = 0.10
 MIN_LENGTH = 2000
 _OURS = {"episodes.jsonl", "images", HIDDEN, "manifest.json"}
