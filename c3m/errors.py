@@ -41,3 +41,12 @@ class StoreError(C3MError):
 
 class AppendOnlyViolation(StoreError):
     """Something tried to change or delete an immutable Raw Node."""
+
+
+class BudgetExceeded(C3MError):
+    """A context went over the reader budget, or showed evidence that is not a stored Raw Node, as measured
+    by ``c3m.budget`` (never by the method's own report)."""
+
+    def __init__(self, message: str, *, over=(), problems=(), fix: str | None = None):
+        self.over, self.problems = tuple(over), tuple(problems)
+        super().__init__(message, fix=fix)

@@ -8,10 +8,11 @@ commits the new session's Raw Nodes *and* the new index snapshot in one transact
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from .budget import Measured, check_context, measure_context
 from .config import MemoryConfig
 from .methods import MemoryMethod, method_class
 from .models import Models
@@ -143,8 +144,12 @@ class Memory:
         return report
 
     # -- read path -----------------------------------------------------------------------------
-    def retrieve(self, question: str, budget: ReaderBudget | None = None) -> Context:
-        """A budgeted, provenance-linked context for ``question``."""
+    def retrieve(self, question: str, budget: ReaderBudget | None = None, *, check: bool = True) -> Context:
+        """A budgeted, provenance-linked context for ``question``.
+
+        Its use is measured from its items (``c3m.budget.measure_context``: store lookups, tokens recounted),
+        and a context over budget raises ``BudgetExceeded``. ``check=False`` hands back the method's context
+        unmeasured, for a caller (the evaluation harness) that measures and records violations itself."""
         if not isinstance(question, str) or not question.strip():
             from .errors import InvalidInput
 
@@ -152,8 +157,17 @@ class Memory:
         self.sync()
         budget = budget or self.config.reader_budget
         ctx = self.method.retrieve(question, budget)
-        assert ctx.use.fits(budget), f"{self.method.name} exceeded the reader budget: {ctx.use} > {budget}"
+        if check:
+            measured = self.measure(ctx, budget)
+            check_context(measured, self.method.name)
+            if measured.use != ctx.use:  # the method's own report is not trusted: show what was measured
+                ctx = replace(ctx, use=measured.use)
         return ctx
+
+    def measure(self, ctx: Context, budget: ReaderBudget | None = None) -> Measured:
+        """What ``ctx`` really uses of ``budget``, recomputed from the store (``c3m.budget``)."""
+        return measure_context(ctx, budget or self.config.reader_budget, self.store.get_nodes, self.namespace,
+                               self.models.token_counter.count)
 
     def ask(self, question: str, budget: ReaderBudget | None = None) -> Answer:
         """Retrieve, then answer from the context only."""

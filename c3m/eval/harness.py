@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..config import MemoryConfig
 from ..types import History, ReaderBudget
-from .replay import HistoryResult, replay_history
+from .replay import HistoryResult, replay_history, save_questions
 
 LENGTH_BUCKETS = {"32k": 32_000, "64k": 64_000, "128k": 128_000}
 
@@ -107,12 +107,13 @@ def _perception(name: str | None, dataset_root: str):
 
 
 def _replay_job(history: History, store: str, config: MemoryConfig, budget: ReaderBudget | None, length: str,
-                guard: tuple[str, ...], judge: str | None, perception: str | None = None) -> HistoryResult:
+                guard: tuple[str, ...], judge: str | None, perception: str | None = None,
+                questions_file: str | None = None) -> HistoryResult:
     shutil.rmtree(store, ignore_errors=True)  # unfinished before: start this history from scratch
     models = _models(config.text_embedder, config.token_counter, config.answerer)
-    dataset_root = str(Path(guard[0]).parent)
     return replay_history(history, store, config=config, models=models, budget=budget, length=length,
-                          guard_paths=guard, judge=_judge(judge), perception=_perception(perception, dataset_root))
+                          guard_paths=guard, judge=_judge(judge), perception=_perception(perception, guard[0]),
+                          questions_file=questions_file)
 
 
 def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *, config: MemoryConfig | None = None,
@@ -121,9 +122,13 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
              perception: str | None = None) -> dict[str, dict[str, list[HistoryResult]]]:
     """Replay every history of every dataset through every method; returns {method: {length: results}}.
 
+    Each history's questions go to the harness's own file under ``OUT/questions/`` and the job gets a
+    question-free history: while a method writes, the questions are neither in its process nor openable
+    (the dataset folder and the question files are guarded, see ``replay``).
+
     With ``judge`` (``em``, ``f1``, ``api``) the configured answerer also answers each question and the
     judge scores it (``judged_acc``); with ``perception`` (``oracle``, ``scene-encoder``) a text-only answerer
-    also reads each context image's caption from that extractor."""
+    also reads each context image's caption from that extractor (charged to the reader budget)."""
     from tqdm import tqdm
 
     from ..dataset import load_dataset
@@ -137,17 +142,25 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
     for ds in map(Path, datasets):
         histories = load_dataset(ds)[:limit]
         length = dataset_length(ds if ds.is_dir() else ds.parent, histories)
-        root = ds if ds.is_dir() else ds.parent
-        guard = tuple(str(p) for p in (root / "episodes.jsonl", root / "_hidden", root / "manifest.json"))
+        root = (ds if ds.is_dir() else ds.parent).resolve()
+        qdir = (out / "questions" / _safe(length)).resolve()
+        guard = (str(root), str(qdir))
+        blind = []
+        for h in histories:
+            qfile = qdir / f"{_safe(h.id)}.json"
+            save_questions(h.questions, qfile)
+            blind.append((replace(h, questions=()), str(qfile)))
+        del histories  # the questions now live only in the guarded files
         for method in methods:
             res_file = out / "results" / _safe(method) / f"{_safe(length)}{suffix}.jsonl"
             done = {r.history: r for r in _read_results(res_file)}
             everything.setdefault(method, {}).setdefault(length, []).extend(done.values())
             cfg = replace(config, method=method)
-            for i, h in enumerate(histories):
+            for i, (h, qfile) in enumerate(blind):
                 if i % world == rank and h.id not in done:
                     store = out / "stores" / _safe(method) / _safe(length) / _safe(h.id)
-                    jobs.append((res_file, method, length, (h, str(store), cfg, budget, length, guard, judge, perception)))
+                    jobs.append((res_file, method, length,
+                                 (h, str(store), cfg, budget, length, guard, judge, perception, qfile)))
     bar = tqdm(total=len(jobs), desc="eval", unit="history", disable=not progress)
     if workers <= 1:
         for res_file, method, length, args in jobs:

@@ -1,20 +1,26 @@
-"""Evidence metrics per question, and their aggregation with 95% bootstrap intervals.
+"""Evidence metrics per question, their aggregation with 95% bootstrap intervals, and paired differences.
 
-Definitions (all from the final context and the route trace; no answerer needed):
+Every number is the harness's own measurement (``c3m.budget``), never the method's report:
 
-- **Route-Hit**: 1 iff some gold evidence turn was *reached by routing* — among the Raw Nodes the method
-  expanded before the final budgeted selection (``RouteTrace.expanded_nodes``, falling back to the
-  selected nodes). Separates routing failures from selection failures (C3M §2.2).
+- **Route-Hit**: 1 iff some gold evidence turn is in the **candidate pool the method handed to its final
+  selection** (``RouteTrace.pool``, united with the selected items), one definition for every method; the
+  pool's size is reported beside it (``pool_size``) so "route everything" is visible.
 - **Support Recall**: share of gold evidence turns present in the final context.
+- **oracle-reader accuracy**: 1 iff *all* gold evidence turns are in the context (a perfect reader could
+  answer). AR questions with gold evidence (the turns a reader needs to refuse correctly: the asked entity
+  exists, but the asked change happened to its twin or never) use the same rule; AR questions whose subject
+  was never mentioned (no evidence) score 1 iff the context holds no *misleading* item — no turn containing
+  every content word of the question's subject (a named heuristic). AR is reported on its own row and is
+  **excluded from "overall"** (an empty context is a near-perfect refuser on easy data).
 - **judged accuracy** (only with ``--judge``): the configured answerer answers from the context and the
-  judge (exact match, token F1, or an LLM) scores it; reported beside, never merged with, oracle-reader.
-- **oracle-reader accuracy**: for IE/MSR/TR/KU, 1 iff *all* gold evidence turns are in the context (a
-  perfect reader could answer). For AR (the subject was never mentioned, so refusing is correct), 1 iff
-  the context holds no *misleading* item: no turn that contains every content word of the question's
-  subject (a named heuristic — such a turn could lure a reader into answering). Always reported as
-  "oracle-reader", never mixed with judged accuracy.
+  judge scores it; reported beside, never merged with, oracle-reader.
+- **violation**: the measured context was over the reader budget on some dimension, or showed evidence that
+  is not a stored Raw Node of the namespace. It scores 0 on every metric and is counted in the report.
+- **read amplification**: ``nodes_read`` = Raw Nodes the read path fetched from the Cold Store (measured
+  on the store), ``scored`` = Raw Nodes (vectors or postings) the method says it scored before selection.
 
-Intervals are a cluster bootstrap over histories (questions of one history are not independent).
+Intervals are a cluster bootstrap over histories (questions of one history are not independent); a paired
+difference between two methods resamples the *same* histories for both (``paired_difference``).
 """
 from __future__ import annotations
 
@@ -23,10 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.answer import content_words
+from ..budget import INDEX_DIMENSIONS, Measured
 from ..types import Context, Question, node_id_for
 
 METRICS = ("route_hit", "support_recall", "oracle_reader_acc", "judged_acc", "text_tokens", "images",
-           "raw_nodes_read", "read_ms")
+           "raw_nodes_read", "read_ms", "pool_size", "nodes_read", "scored", "violation_rate")
+#: categories whose retrieval metrics make up "overall" (AR is reported on its own row)
+RETRIEVAL_CATEGORIES = ("IE", "MSR", "TR", "KU")
 _QUESTION_WORDS = {"name", "called", "colour", "color", "kind", "type", "many", "much", "long", "old", "ever", "tell"}
 
 
@@ -44,6 +53,15 @@ class QuestionResult:
     read_ms: float
     judged_acc: float | None = None  # only when an answerer + judge are configured
     prediction: str | None = None
+    pool_size: int | None = None     # candidates handed to the final selection (selected included)
+    nodes_read: int = 0              # Raw Nodes fetched from the Cold Store by the read path (measured)
+    scored: int = 0                  # Raw Nodes scored before selection (the method's trace)
+    violation: str | None = None     # why the context broke the reader budget (then every score is 0)
+    pages: int = 0
+
+    @property
+    def violation_rate(self) -> float:
+        return float(self.violation is not None)
 
 
 def _misleading(question: str, ctx: Context) -> bool:
@@ -51,21 +69,27 @@ def _misleading(question: str, ctx: Context) -> bool:
     return bool(subject) and any(subject <= content_words(item.text) for item in ctx.items)
 
 
-def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float) -> QuestionResult:
-    """Score one context; Raw-Node ids are deterministic in (namespace, session, turn), so gold turns map
-    to the node ids the route trace logs."""
+def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float, measured: Measured | None = None,
+                  nodes_read: int = 0) -> QuestionResult:
+    """Score one context from the harness's measurement (``measured``; recounted by the caller from the
+    store). Raw-Node ids are deterministic in (namespace, session, turn), so gold turns map to node ids."""
+    use = measured.use if measured is not None else ctx.use
+    violation = measured.violation if measured is not None else None
     got = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items}
     gold = {(e.session, e.turn) for e in q.evidence}
+    pool = set(ctx.trace.pool) | {i.node_id for i in ctx.items}
     if gold:
-        routed = set(ctx.trace.expanded_nodes or ctx.trace.selected_nodes)
-        route_hit = float(any(node_id_for(namespace, s, t) in routed for s, t in gold))
+        route_hit = float(any(node_id_for(namespace, s, t) in pool for s, t in gold))
         recall = len(gold & got) / len(gold)
         oracle = float(gold <= got)
     else:
         route_hit = recall = None
         oracle = float(not _misleading(q.question, ctx)) if q.category == "AR" else 0.0
-    return QuestionResult(namespace, q.id, q.category, route_hit, recall, oracle, ctx.use.text_tokens,
-                          ctx.use.images, ctx.use.raw_nodes, round(read_seconds * 1000, 3))
+    if violation:
+        route_hit, recall, oracle = (0.0 if route_hit is not None else None), (0.0 if recall is not None else None), 0.0
+    return QuestionResult(namespace, q.id, q.category, route_hit, recall, oracle, use.text_tokens, use.images,
+                          use.raw_nodes, round(read_seconds * 1000, 3), pool_size=len(pool), nodes_read=nodes_read,
+                          scored=int(ctx.trace.scored), violation=violation, pages=use.pages)
 
 
 def bootstrap_ci(values_by_cluster: list[list[float]], *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
@@ -86,24 +110,30 @@ def bootstrap_ci(values_by_cluster: list[list[float]], *, n_boot: int = 1000, se
     return mean, float(lo), float(hi)
 
 
+def _in(cat: str, q) -> bool:
+    return q.category in RETRIEVAL_CATEGORIES if cat == "overall" else q.category == cat
+
+
 def aggregate(results, *, n_boot: int = 1000, seed: int = 0) -> dict:
-    """{category|'overall': {metric: {mean, lo, hi, n}}} plus resource metrics, from HistoryResults."""
+    """{category|'overall': {metric: {mean, lo, hi, n}}} plus resource and write-budget figures, from
+    HistoryResults. "overall" pools the retrieval categories only (``RETRIEVAL_CATEGORIES``)."""
     out: dict[str, dict] = {}
     cats = sorted({q.category for r in results for q in r.questions})
     for cat in cats + ["overall"]:
         row = {}
         for metric in METRICS:
-            clusters = [[getattr(q, metric) for q in r.questions
-                         if (cat == "overall" or q.category == cat) and getattr(q, metric) is not None]
+            clusters = [[getattr(q, metric) for q in r.questions if _in(cat, q) and getattr(q, metric) is not None]
                         for r in results]
             n = sum(len(c) for c in clusters)
             mean, lo, hi = bootstrap_ci(clusters, n_boot=n_boot, seed=seed) if n else (None, None, None)
             row[metric] = {"mean": mean, "lo": lo, "hi": hi, "n": n}
-        lat = [q.read_ms for r in results for q in r.questions if cat == "overall" or q.category == cat]
+        lat = [q.read_ms for r in results for q in r.questions if _in(cat, q)]
         row["read_ms_p50"] = float(np.percentile(lat, 50)) if lat else None
         row["read_ms_p95"] = float(np.percentile(lat, 95)) if lat else None
+        row["violations"] = sum(q.violation is not None for r in results for q in r.questions if _in(cat, q))
         out[cat] = row
     writes = [w * 1000 for r in results for w in r.write_seconds]
+    peaks = np.array([r.index_peak for r in results if r.index_peak], dtype=float).reshape(-1, 4)
     out["overall"].update({
         "write_ms_p50": float(np.percentile(writes, 50)) if writes else None,
         "write_ms_p95": float(np.percentile(writes, 95)) if writes else None,
@@ -111,5 +141,42 @@ def aggregate(results, *, n_boot: int = 1000, seed: int = 0) -> dict:
         "raw_nodes": float(np.mean([r.raw_nodes for r in results])) if results else None,
         "overflow_repairs": float(np.mean([r.overflow_repairs for r in results])) if results else None,
         "histories": len(results),
+        "bounded": bool(results) and all(r.bounded for r in results),
+        # peak active-index size per history (harness-measured from every snapshot), mean and max over histories
+        "index_peak_mean": dict(zip(INDEX_DIMENSIONS, peaks.mean(0).tolist())) if len(peaks) else None,
+        "index_peak_max": dict(zip(INDEX_DIMENSIONS, peaks.max(0).tolist())) if len(peaks) else None,
+        "write_violations": sum(len(r.write_violations) for r in results),
+        "read_violations": sum(q.violation is not None for r in results for q in r.questions),
     })
     return out
+
+
+def paired_difference(results_a, results_b, metric: str, category: str = "overall", *, n_boot: int = 2000,
+                      seed: int = 0) -> dict | None:
+    """Mean of (A − B) over the questions both methods answered on the same histories, with a 95% paired
+    cluster-bootstrap interval (each resample draws histories once and uses both methods' scores on them).
+    ``win`` is "A" or "B" only when the interval excludes 0, else None. None when nothing is shared."""
+    b_by = {r.history: {q.question_id: q for q in r.questions} for r in results_b}
+    sums, counts = [], []
+    for ra in results_a:
+        qb = b_by.get(ra.history)
+        if qb is None:
+            continue
+        d = [getattr(q, metric) - getattr(qb[q.question_id], metric) for q in ra.questions
+             if _in(category, q) and q.question_id in qb and getattr(q, metric) is not None
+             and getattr(qb[q.question_id], metric) is not None]
+        if d:
+            sums.append(sum(d))
+            counts.append(len(d))
+    if not counts:
+        return None
+    sums, counts = np.array(sums, float), np.array(counts, float)
+    mean = float(sums.sum() / counts.sum())
+    if len(sums) == 1:
+        lo = hi = mean
+    else:
+        picks = np.random.default_rng(seed).integers(0, len(sums), size=(n_boot, len(sums)))
+        boots = sums[picks].sum(1) / counts[picks].sum(1)
+        lo, hi = (float(x) for x in np.percentile(boots, [2.5, 97.5]))
+    win = "A" if lo > 0 else ("B" if hi < 0 else None)
+    return {"mean": mean, "lo": lo, "hi": hi, "n": int(counts.sum()), "histories": len(sums), "win": win}

@@ -1,25 +1,36 @@
-"""Chronological replay of one history (C3M §3.1), with query-blindness enforced.
+"""Chronological replay of one history (C3M §3.1), with query-blindness enforced and budgets measured.
 
-The write phase hands the method ``Session`` objects only (through ``Memory.add_session``); the
-history's questions are split off *before* it starts. While it runs, an audit hook refuses any attempt
-to open the dataset's files (where the questions live), so a method cannot peek at questions, answers
-or later sessions; such a method fails the run with ``QueryBlindnessViolation``. Then every question is
-asked once, through ``retrieve`` only.
+**Query-blindness.** The write phase hands the method one ``Session`` at a time (through
+``Memory.add_session``), its images already read into bytes by the harness. The history's questions are
+not in the process during the write phase when the harness runs it (``run_eval`` hands over a question-free
+history and a guarded question file that is read only after the last session). While a session is written,
+an audit hook refuses any attempt to open a guarded path — the whole dataset folder (questions, answers,
+later sessions, hidden sidecars, images) and the question files — so a method that tries fails the run with
+``QueryBlindnessViolation``. Then every question is asked once, through ``retrieve`` only.
+
+**Budgets.** After every committed session the active index is measured from its snapshot
+(``c3m.budget.measure_index``); a bounded method over its write budget is a recorded write violation, and
+the peak per history is reported. Every context is measured from its items (``measure_context``): over the
+reader budget is a recorded violation that scores 0. Perception captions shown to a text-only answerer are
+separate CAPTION items and are charged as text tokens.
 """
 from __future__ import annotations
 
+import json
 import re
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
+from ..budget import measure_index
 from ..config import MemoryConfig
 from ..errors import C3MError
 from ..models import Models
 from ..store.cold import NAMESPACE_RE
-from ..types import History, ReaderBudget
+from ..types import EvidenceForm, EvidenceRef, History, Question, ReaderBudget, Session
 from .metrics import QuestionResult, score_context
 
 
@@ -77,6 +88,9 @@ class HistoryResult:
     raw_nodes: int = 0
     pointers: int = 0
     overflow_repairs: int = 0
+    bounded: bool = False
+    index_peak: list[int] = field(default_factory=list)       # max over snapshots of (entries, pages, tokens, bytes)
+    write_violations: list[dict] = field(default_factory=list)  # {"session", "over", "use"} of a bounded method
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -89,41 +103,99 @@ class HistoryResult:
 
 
 def with_captions(ctx, extractor, load_image):
-    """The context as a text-only answerer reads it with a perception backend: each original image is
-    followed by its caption (``[image: ...]``). Captions are not charged to the reader budget here."""
-    items = tuple(replace(i, text=i.text + "".join(f" [image: {extractor.caption(load_image(im))}]"
-                                                   for im in i.images)) if i.images else i
-                  for i in ctx.items)
-    return replace(ctx, items=items)
+    """The context as a text-only answerer reads it with a perception backend: each item with images is
+    followed by a CAPTION item holding the images' captions (``[image: ...]``), which the harness charges."""
+    items = []
+    for item in ctx.items:
+        items.append(item)
+        if item.images:
+            text = " ".join(f"[image: {extractor.caption(load_image(im))}]" for im in item.images)
+            items.append(replace(item, form=EvidenceForm.CAPTION, text=text, images=(), score=item.score,
+                                 text_tokens=0))
+    return replace(ctx, items=tuple(items))
+
+
+def materialise_images(session: Session) -> Session:
+    """The session with every image path read into bytes, so the guarded write phase opens no dataset file."""
+    if not any(isinstance(im, (str, Path)) for t in session.turns for im in t.images):
+        return session
+    turns = tuple(replace(t, images=tuple(Path(im).read_bytes() if isinstance(im, (str, Path)) else im
+                                          for im in t.images)) for t in session.turns)
+    return replace(session, turns=turns)
+
+
+def save_questions(questions, path: str | Path) -> None:
+    """Write a history's questions to the harness's own (guarded) question file, atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"id": q.id, "question": q.question, "answer": q.answer, "category": q.category,
+             "time": q.time.isoformat() if q.time else None,
+             "evidence": [[e.session, e.turn] for e in q.evidence]} for q in questions]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(rows), encoding="utf-8")
+    tmp.replace(path)
+
+
+def load_questions(path: str | Path) -> tuple[Question, ...]:
+    rows = json.loads(Path(path).read_text(encoding="utf-8"))
+    return tuple(Question(r["id"], r["question"], r["answer"], r["category"],
+                          datetime.fromisoformat(r["time"]) if r["time"] else None,
+                          tuple(EvidenceRef(s, t) for s, t in r["evidence"])) for r in rows)
 
 
 def replay_history(history: History, store: str | Path, *, config: MemoryConfig, models: Models | None = None,
                    budget: ReaderBudget | None = None, length: str = "?", guard_paths=(),
-                   judge=None, perception=None) -> HistoryResult:
-    """Write every session (questions hidden), then ask every question; returns the measurements."""
+                   judge=None, perception=None, questions_file: str | Path | None = None) -> HistoryResult:
+    """Write every session (questions hidden), then ask every question; returns the measurements.
+
+    The questions are ``history.questions``, or (as the harness runs it, so that they are not in memory during
+    the write phase) read from ``questions_file`` after the last session was written."""
     from ..memory import Memory
 
     sessions, questions = history.sessions, history.questions  # split before the write phase starts
     result = HistoryResult(history.id, config.method, length)
     namespace = history.id if NAMESPACE_RE.match(history.id) else "h-" + re.sub(r"[^A-Za-z0-9._-]", "_", history.id)[:100]
     with Memory(store, namespace, config=config, models=models) as mem:
-        with _WriteGuard(guard_paths):
-            for session in sessions:
+        count = mem.models.token_counter.count
+        result.bounded = bool(type(mem.method).bounded)
+        peak = [0, 0, 0, 0]
+        for session in sessions:
+            session = materialise_images(session)  # the harness reads the images; the guard then covers them
+            with _WriteGuard(guard_paths):
                 t0 = time.perf_counter()
-                mem.add_session(session)
+                added = mem.add_session(session)
                 result.write_seconds.append(time.perf_counter() - t0)
+            snap = mem.snapshot(added.seq)
+            use = measure_index(snap.state, count, pointers=len(snap.pointers)) if snap is not None else None
+            if use is not None:
+                peak = [max(a, b) for a, b in zip(peak, use.as_tuple())]
+                over = use.over(mem.config.write_budget) if result.bounded else ()
+                if over:
+                    result.write_violations.append({"session": session.id, "over": list(over),
+                                                    "use": list(use.as_tuple())})
+        result.index_peak = peak
         stats = mem.stats()
         result.raw_nodes, result.pointers = stats["raw_nodes"], stats["pointers"]
         result.overflow_repairs = sum(1 for m in mem.store.maintenance_log(mem.namespace, mem.method_name)
                                       if m["action"] == "overflow_repair" and not m["detail"].get("replay"))
+        if questions_file is not None:
+            questions = load_questions(questions_file)
+        budget = budget or mem.config.reader_budget
         for q in questions:
+            reads = mem.store.nodes_read
             t0 = time.perf_counter()
-            ctx = mem.retrieve(q.question, budget)
-            scored = score_context(namespace, q, ctx, time.perf_counter() - t0)
+            ctx = mem.retrieve(q.question, budget, check=False)  # measured here, recorded, never trusted
+            elapsed = time.perf_counter() - t0
+            reads = mem.store.nodes_read - reads
+            read = with_captions(ctx, perception, mem.store.image_bytes) if perception is not None else ctx
+            scored = score_context(namespace, q, ctx, elapsed, mem.measure(read, budget), reads)
             if judge is not None:
-                read = with_captions(ctx, perception, mem.store.image_bytes) if perception is not None else ctx
-                answer = mem.models.answerer.answer(q.question, read, image_loader=mem.store.image_bytes)
-                verdict = judge.judge(q.question, q.answer, answer.text, q.category)
-                scored = replace(scored, judged_acc=float(verdict.correct), prediction=answer.text)
+                correct = 0.0
+                answer_text = None
+                if scored.violation is None:
+                    answer = mem.models.answerer.answer(q.question, read, image_loader=mem.store.image_bytes)
+                    answer_text = answer.text
+                    correct = float(judge.judge(q.question, q.answer, answer.text, q.category).correct)
+                scored = replace(scored, judged_acc=correct, prediction=answer_text)
             result.questions.append(scored)
     return result

@@ -123,6 +123,8 @@ def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_k
         covered_sessions=tuple(dict.fromkeys(n.session_id for n, _, _ in picked)),
         dropped_for_budget=tuple(pool[i][0].node_id for i in dropped),
         notes=(f"{len(expanded)} nodes expanded from {len(routed)} entries on {len(pages)} pages",),
+        pool=tuple(n.node_id for n, _, _ in pool),
+        scored=len(expanded),
     )
     return Context(question, items, use, budget, trace)
 

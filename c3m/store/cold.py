@@ -161,6 +161,7 @@ class ColdStore:
         self.conn.row_factory = sqlite3.Row
         self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         self._in_txn = False
+        self.nodes_read = 0  # Raw Nodes materialised from the database: the harness's read-amplification meter
         _retry_locked(self._setup, busy_timeout_s)
 
     def _setup(self) -> None:
@@ -323,6 +324,7 @@ class ColdStore:
     def _build_nodes(self, rows: Sequence[sqlite3.Row]) -> list[RawNode]:
         if not rows:
             return []
+        self.nodes_read += len(rows)
         ids = [r["node_id"] for r in rows]
         images: dict[str, list[ImageRef]] = {i: [] for i in ids}
         img_rows = self.conn.execute(

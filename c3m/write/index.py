@@ -10,10 +10,12 @@ Pointers are stored per session as turn-index ranges (``{"s004": "0-5,7"}``): Ra
 from (namespace, session, turn) (``types.node_id_for``), so nothing is lost, and a long history's pointer
 list costs bytes in proportion to its sessions rather than its turns.
 
-**Accounting** (checked against ``WriteBudget`` after every commit): entries and pages are counted
-directly; index tokens are the token counts of every routing text the index holds (entry texts as
-``render`` shows them, page summaries); index bytes are the length of the index's JSON (``state()``,
-vectors as base64 float16, pointers as ranges, document frequencies included).
+**Accounting** (checked against ``WriteBudget`` after every commit, and measured again by the harness from
+the committed snapshot with the same function, ``c3m.budget.measure_index``): entries and pages are counted
+directly; index tokens are the token counts of every routing text the index holds (each entry's
+``routing_text``, i.e. ``render()``, stored in the snapshot, and the page summaries); index bytes are the
+length of the index's compact JSON (``state()``, vectors as base64 float16, pointers as ranges, document
+frequencies included).
 """
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ import base64
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-import json
 
 import numpy as np
 
@@ -155,7 +156,8 @@ class IndexEntry:
                 "support": self.support, "pointers": {s: encode_turns(t) for s, t in self.pointers.items()},
                 "entities": dict(self.entities), "states": self.states,
                 "versions": [v.to_json() for v in self.versions], "labels": dict(self.labels),
-                "links": self.links, "members": self.members, "compact": self.compact}
+                "links": self.links, "members": self.members, "compact": self.compact,
+                "routing_text": self.render()}  # what the harness charges to index tokens (c3m.budget)
 
     @classmethod
     def from_json(cls, d: dict) -> "IndexEntry":
@@ -216,10 +218,11 @@ class ActiveIndex:
 
     # -- accounting ----------------------------------------------------------------------------
     def usage(self, count) -> tuple[int, int, int, int]:
-        """(entries, pages, index tokens, index bytes) — the WriteBudget dimensions."""
-        tokens = sum(count(e.render()) for e in self.entries.values()) + sum(count(p.summary) for p in self.pages)
-        nbytes = len(json.dumps(self.state(), separators=(",", ":")).encode())
-        return (len(self.entries), len(self.pages), tokens, nbytes)
+        """(entries, pages, index tokens, index bytes) — the WriteBudget dimensions, measured from the state
+        with the definition the harness uses (``c3m.budget.measure_index``), so the two cannot disagree."""
+        from ..budget import measure_index
+
+        return measure_index(self.state(), count).as_tuple()
 
     @staticmethod
     def over(usage, budget: WriteBudget) -> list[str]:

@@ -1,0 +1,116 @@
+"""Budget accounting that no method grades for itself: one definition, used by ``Memory`` and the harness.
+
+**Reader budget** (``measure_context``): a context's use is recomputed from its items, never read from the
+method's ``Context.use``:
+
+- *Raw Nodes*: distinct ``node_id``s of the items, each looked up in the Cold Store; an item that is not a
+  stored, unredacted Raw Node of the namespace is a problem (fabricated or foreign evidence).
+- *images*: distinct image hashes shown; a raw-text or raw-image item may only show its own node's images.
+- *text tokens*: every item's text recounted with the configured counter. A raw-text item must show its
+  node's stored text exactly; derived evidence (summary, caption, grounded crop) is charged as what it is:
+  its own text tokens (a crop also as an image).
+- *pages*: the distinct pages the route trace says were read (methods without pages charge none).
+
+A context over budget on any dimension, or with a problem, is a **violation**: ``Memory.retrieve`` raises
+``BudgetExceeded`` (a real check, not an ``assert`` that ``python -O`` strips) and the harness scores it 0.
+
+**Write budget** (``measure_index``): the active index is measured from the snapshot the method committed —
+entries and pages counted, index tokens = the routing texts the snapshot holds (each entry's
+``routing_text`` and each page's ``summary``) recounted, index bytes = the snapshot's compact JSON. A method
+without entries in its snapshot (a flat, unbounded index) is measured as one entry per Raw-Node pointer,
+with its vectors' bytes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import BudgetExceeded
+from .types import BudgetUse, Context, EvidenceForm, ReaderBudget, WriteBudget
+
+DIMENSIONS = ("pages", "raw_nodes", "images", "text_tokens")
+INDEX_DIMENSIONS = ("entries", "pages", "index_tokens", "index_bytes")
+_RAW_FORMS = (EvidenceForm.RAW_TEXT, EvidenceForm.RAW_IMAGE)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The harness-side reading of one context."""
+
+    use: BudgetUse
+    over: tuple[str, ...]        # budget dimensions exceeded
+    problems: tuple[str, ...]    # items that are not what they claim (not a stored node, altered text, ...)
+
+    @property
+    def violation(self) -> str | None:
+        parts = [f"over {d}" for d in self.over] + list(self.problems[:3])
+        return "; ".join(parts) if parts else None
+
+
+def measure_context(ctx: Context, budget: ReaderBudget, get_nodes: Callable, namespace: str,
+                    count: Callable[[str], int]) -> Measured:
+    """Recompute ``ctx``'s use from its items (module docstring). ``get_nodes(ids) -> {id: RawNode}``."""
+    stored = get_nodes([i.node_id for i in ctx.items]) if ctx.items else {}
+    problems: list[str] = []
+    nodes, images, tokens = set(), set(), 0
+    for item in ctx.items:
+        node = stored.get(item.node_id)
+        if node is None or node.provenance.namespace != namespace or node.redacted:
+            why = "not in the store" if node is None else ("redacted" if node.redacted else "another namespace")
+            problems.append(f"item {item.node_id}: {why}")
+            continue
+        nodes.add(item.node_id)
+        own = {im.sha256 for im in node.images}
+        if item.form in _RAW_FORMS:
+            if item.form is EvidenceForm.RAW_TEXT and item.text != node.text:
+                problems.append(f"item {item.node_id}: raw_text differs from the stored Raw Node")
+            foreign = [im.sha256[:12] for im in item.images if im.sha256 not in own]
+            if foreign:
+                problems.append(f"item {item.node_id}: shows images not of its node ({', '.join(foreign)})")
+        images.update(im.sha256 for im in item.images)
+        tokens += count(item.text) if item.text else 0
+    pages = len({p for p, _ in ctx.trace.pages})
+    use = BudgetUse(pages, len(nodes), len(images), tokens)
+    over = tuple(d for d, u, b in zip(DIMENSIONS, use.as_tuple(), budget.as_tuple()) if u > b)
+    return Measured(use, over, tuple(problems))
+
+
+def check_context(measured: Measured, method: str) -> None:
+    """Raise ``BudgetExceeded`` for a violating context."""
+    if measured.violation:
+        raise BudgetExceeded(f"method {method!r} returned a context that violates the reader budget: "
+                             f"{measured.violation} (measured use {measured.use})", over=measured.over,
+                             problems=measured.problems,
+                             fix="report this as a bug in the method; its retrieve() must stay within the budget "
+                                 "and return stored Raw Nodes unaltered")
+
+
+@dataclass(frozen=True)
+class IndexUse:
+    entries: int
+    pages: int
+    index_tokens: int
+    index_bytes: int
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.entries, self.pages, self.index_tokens, self.index_bytes)
+
+    def over(self, budget: WriteBudget) -> tuple[str, ...]:
+        return tuple(d for d, u, b in zip(INDEX_DIMENSIONS, self.as_tuple(), budget.as_tuple()) if u > b)
+
+
+def state_bytes(state: dict) -> int:
+    """Bytes of a snapshot's state as compact JSON: the shared definition of index bytes."""
+    return len(json.dumps(state, separators=(",", ":"), sort_keys=True).encode())
+
+
+def measure_index(state: dict, count: Callable[[str], int], *, pointers: int = 0) -> IndexUse:
+    """One definition of an active index's size, measured from its snapshot state (module docstring)."""
+    if "entries" not in state:
+        dim = int(state.get("dim", 384))
+        n = int(state.get("count", pointers))
+        return IndexUse(n, 0, 0, state_bytes(state) + n * dim * 4)
+    entries, pages = state["entries"], state.get("pages", [])
+    tokens = sum(count(e.get("routing_text", "")) for e in entries) + sum(count(p.get("summary", "")) for p in pages)
+    return IndexUse(len(entries), len(pages), tokens, state_bytes(state))
