@@ -104,7 +104,7 @@ def register(cls: type[MemoryMethod]) -> type[MemoryMethod]:
 
 
 def available_methods() -> list[str]:
-    from . import c3m, dense_topk  # noqa: F401  (registers)
+    from . import bm25, c3m, dense_topk, hybrid  # noqa: F401  (registers)
 
     return sorted(_REGISTRY)
 
