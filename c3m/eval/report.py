@@ -5,9 +5,14 @@
     {"header": {command, date, commit, machine, seed, config, budget},
      "metrics": {method: {length: {category | "overall": {metric: {"mean", "lo", "hi", "n"} | number}}}}}
 
+     "paired": {"A vs B": {length: {category | "overall": {metric: {"mean", "lo", "hi", "n", "histories", "win"}}}}}}
+
 Categories are IE, MSR, TR, KU, AR; metrics are listed in ``metrics.METRICS`` (each with a 95% cluster
-bootstrap interval ``lo``..``hi``); ``overall`` also holds write/read latency percentiles, Raw-Node
-pointers, Raw Nodes and overflow repairs per history.
+bootstrap interval ``lo``..``hi``); ``overall`` pools IE/MSR/TR/KU (AR has its own row) and also holds
+write/read latency percentiles, Raw-Node pointers, Raw Nodes, overflow repairs, the harness-measured peak
+index size per history, whether the method is bounded, and read/write violation counts. ``paired`` holds
+A − B per pair of methods on the histories both ran, with a paired cluster-bootstrap interval; ``win``
+names the better method only when the interval excludes 0.
 """
 from __future__ import annotations
 
@@ -19,10 +24,11 @@ from pathlib import Path
 
 from ..machine import describe as describe_machine
 from ..types import CATEGORIES, as_json_dict
-from .metrics import aggregate
+from .metrics import RETRIEVAL_CATEGORIES, aggregate, paired_difference
 
+PAIRED_METRICS = ("support_recall", "oracle_reader_acc", "route_hit")
 TABLE_METRICS = (("oracle_reader_acc", "Oracle-reader accuracy (evidence-only: all gold evidence in context; "
-                  "AR: no misleading item) ×100", 100),
+                  "AR without evidence: no misleading item; Overall = IE/MSR/TR/KU) ×100", 100),
                  ("support_recall", "Support Recall ×100", 100),
                  ("route_hit", "Route-Hit ×100", 100))
 
@@ -59,17 +65,68 @@ def compute_metrics(everything: dict, *, seed: int = 0, n_boot: int = 1000) -> d
             for m, by_len in everything.items()}
 
 
+def compute_paired(everything: dict, *, seed: int = 0, n_boot: int = 2000) -> dict:
+    """{"A vs B": {length: {category: {metric: paired difference}}}} for every pair in the given order."""
+    methods = list(everything)
+    out: dict = {}
+    for i, a in enumerate(methods):
+        for b in methods[i + 1:]:
+            pair = {}
+            for length in sorted(set(everything[a]) & set(everything[b]), key=_length_key):
+                ra, rb = everything[a][length], everything[b][length]
+                cats = sorted({q.category for r in ra for q in r.questions}, key=CATEGORIES.index)
+                pair[length] = {cat: {m: paired_difference(ra, rb, m, cat, seed=seed, n_boot=n_boot)
+                                      for m in PAIRED_METRICS} for cat in cats + ["overall"]}
+            if pair:
+                out[f"{a} vs {b}"] = pair
+    return out
+
+
+def _diff_cell(d: dict | None, a: str, b: str) -> str:
+    if not d:
+        return "–"
+    mark = f" **{a if d['win'] == 'A' else b}**" if d["win"] else ""
+    return f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]{mark}"
+
+
+def paired_markdown(paired: dict, metric: str = "support_recall") -> list[str]:
+    """The paired table: A − B ×100 per length and category, the winner named only when 0 is excluded."""
+    if not paired:
+        return []
+    cats = [c for c in CATEGORIES if any(c in row for p in paired.values() for row in p.values())] + ["overall"]
+    lines = [f"## Paired differences, {metric.replace('_', ' ')} (A − B ×100, 95% paired cluster bootstrap over "
+             "the same histories; the better method is named only when the interval excludes 0)", "",
+             "| A vs B | length | " + " | ".join(c if c != "overall" else "Overall" for c in cats) + " |",
+             "|---|---|" + "---|" * len(cats)]
+    for name, by_len in paired.items():
+        a, b = name.split(" vs ")
+        for length, row in by_len.items():
+            lines.append(f"| {name} | {length} | " + " | ".join(_diff_cell(row.get(c, {}).get(metric), a, b)
+                                                               for c in cats) + " |")
+    return lines + [""]
+
+
 def _cell(entry, scale) -> str:
     if not isinstance(entry, dict) or entry.get("mean") is None:
         return "–"
     return f"{entry['mean'] * scale:.1f}"
 
 
-def markdown(metrics: dict, header: dict) -> str:
+def _label(method: str, by_len: dict) -> str:
+    bounded = all(row["overall"].get("bounded") for row in by_len.values())
+    return method if bounded else f"{method} (unbounded)"
+
+
+def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
     lines = ["# c3m evaluation report", ""]
     lines += [f"- {k}: `{v}`" if k == "command" else f"- {k}: {v}" for k, v in header.items()
               if k not in ("config", "budget")]
-    lines += [f"- reader budget: {header.get('budget')}", f"- config: `{json.dumps(header.get('config'))}`", ""]
+    lines += [f"- reader budget: {header.get('budget')}", f"- config: `{json.dumps(header.get('config'))}`",
+              "- every figure is measured by the harness (contexts recounted from their items, indexes from their "
+              "snapshots); a context over the reader budget is a violation and scores 0; Overall pools "
+              f"{'/'.join(RETRIEVAL_CATEGORIES)} (AR is reported on its own)", ""]
+    for metric in PAIRED_METRICS[:2]:
+        lines += paired_markdown(paired or {}, metric)
     lengths = sorted({length for by_len in metrics.values() for length in by_len}, key=_length_key)
     cats = [c for c in CATEGORIES if any(c in row for by_len in metrics.values() for row in by_len.values())]
     judged = any(row.get("overall", {}).get("judged_acc", {}).get("n") for by_len in metrics.values()
@@ -83,7 +140,7 @@ def markdown(metrics: dict, header: dict) -> str:
         for method, by_len in metrics.items():
             cells = [_cell(by_len.get(length, {}).get(cat if cat != "Overall" else "overall", {}).get(metric), scale)
                      for cat in cats + ["Overall"] for length in lengths]
-            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+            lines.append(f"| {_label(method, by_len)} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["## Intervals (overall, 95% cluster bootstrap over histories)", "",
               "| Method | Length | Oracle-reader | Support Recall | Route-Hit |", "|---|---|---|---|---|"]
@@ -94,16 +151,33 @@ def markdown(metrics: dict, header: dict) -> str:
             lines.append(f"| {method} | {length} | {fmt(o['oracle_reader_acc'])} | {fmt(o['support_recall'])} | "
                          f"{fmt(o['route_hit'])} |")
     lines += ["", "## Resources (per question / per session / per history)", "",
-              "| Method | Length | Histories | Text tokens | Images | Raw Nodes read | Read ms p50/p95 | "
-              "Write ms p50/p95 | Raw-Node pointers | Raw Nodes | Overflow repairs |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| Method | Length | Histories | Text tokens | Images | Raw Nodes in context | Pool size | "
+              "Nodes scored | Nodes read from store | Read ms p50/p95 | Write ms p50/p95 | Raw-Node pointers | "
+              "Raw Nodes | Overflow repairs |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    mean = lambda e: "–" if e.get("mean") is None else f"{e['mean']:.1f}"
     for method, by_len in metrics.items():
         for length, row in by_len.items():
             o = row["overall"]
             lines.append(f"| {method} | {length} | {o['histories']} | {o['text_tokens']['mean']:.0f} | "
-                         f"{o['images']['mean']:.2f} | {o['raw_nodes_read']['mean']:.1f} | "
+                         f"{o['images']['mean']:.2f} | {o['raw_nodes_read']['mean']:.1f} | {mean(o['pool_size'])} | "
+                         f"{mean(o['scored'])} | {mean(o['nodes_read'])} | "
                          f"{o['read_ms_p50']:.1f}/{o['read_ms_p95']:.1f} | {o['write_ms_p50']:.1f}/{o['write_ms_p95']:.1f}"
                          f" | {o['raw_node_pointers']:.1f} | {o['raw_nodes']:.1f} | {o['overflow_repairs']:.2f} |")
+    lines += ["", "## Budgets as measured by the harness", "",
+              "Peak active-index size per history (mean / max over histories), measured from every committed "
+              "snapshot; a bounded method over its write budget is a write violation. Read violations: contexts "
+              "over the reader budget (or showing evidence that is not a stored Raw Node), scored 0.", "",
+              "| Method | Length | Bounded | Entries | Pages | Index tokens | Index KiB | Write violations | "
+              "Read violations |", "|---|---|---|---|---|---|---|---|---|"]
+    for method, by_len in metrics.items():
+        for length, row in by_len.items():
+            o = row["overall"]
+            pm, px = o.get("index_peak_mean") or {}, o.get("index_peak_max") or {}
+            cell = lambda k, scale=1.0: (f"{pm[k] / scale:.0f} / {px[k] / scale:.0f}" if k in pm else "–")
+            lines.append(f"| {method} | {length} | {'yes' if o.get('bounded') else 'no (unbounded)'} | "
+                         f"{cell('entries')} | {cell('pages')} | {cell('index_tokens')} | "
+                         f"{cell('index_bytes', 1024)} | {o.get('write_violations', 0)} | "
+                         f"{o.get('read_violations', 0)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -155,8 +229,10 @@ def write_report(everything: dict, out: str | Path, header: dict, *, n_boot: int
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     metrics = compute_metrics(everything, seed=int(header.get("seed", 0)), n_boot=n_boot)
-    (out / "metrics.json").write_text(json.dumps({"header": header, "metrics": metrics}, indent=2, sort_keys=True))
-    text = markdown(metrics, header)
+    paired = compute_paired(everything, seed=int(header.get("seed", 0)))
+    (out / "metrics.json").write_text(json.dumps({"header": header, "metrics": metrics, "paired": paired},
+                                                 indent=2, sort_keys=True))
+    text = markdown(metrics, header, paired)
     images = plots(metrics, out)
     text += "\n" + ("\n".join(f"![{p.stem}]({p.name})" for p in images) if images else
                     "_(plots skipped: matplotlib is not installed; pip install 'c3m[bench]')_") + "\n"

@@ -90,10 +90,11 @@ class C3M(MemoryMethod):
 
     # -- state -------------------------------------------------------------------------------
     def reset(self) -> None:
-        self.index = ActiveIndex(self.models.text_embedder.dim)
+        self.index = ActiveIndex(self.models.text_embedder.dim,
+                                 {"embedder": self.models.text_embedder.name, "head": self.head.name})
 
     def state(self) -> dict:
-        return {"embedder": self.models.text_embedder.name, "head": self.head.name, **self.index.state()}
+        return self.index.state()  # embedder and head names ride in the index's meta, so they are counted
 
     def load_state(self, state: dict) -> None:
         self.index = ActiveIndex.from_state(state)

@@ -174,11 +174,15 @@ class IndexPage:
     summary: str = ""
 
 
+_STATE_KEYS = frozenset({"dim", "next_id", "n_docs", "df", "entries", "pages"})
+
+
 class ActiveIndex:
     """Entries + pages + write-time document frequencies, with budget accounting (module docstring)."""
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, meta: dict | None = None):
         self.dim = dim
+        self.meta = dict(meta or {})  # the owner's labels (embedder, head): part of the snapshot, so counted
         self.entries: dict[str, IndexEntry] = {}
         self.pages: list[IndexPage] = []
         self.df: Counter = Counter()
@@ -248,13 +252,13 @@ class ActiveIndex:
 
     # -- persistence -------------------------------------------------------------------------
     def state(self) -> dict:
-        return {"dim": self.dim, "next_id": self.next_id, "n_docs": self.n_docs, "df": dict(self.df),
+        return {**self.meta, "dim": self.dim, "next_id": self.next_id, "n_docs": self.n_docs, "df": dict(self.df),
                 "entries": [e.to_json() for e in self.ordered()],
                 "pages": [{"z": encode_vec(p.z), "summary": p.summary} for p in self.pages]}
 
     @classmethod
     def from_state(cls, d: dict) -> "ActiveIndex":
-        idx = cls(d["dim"])
+        idx = cls(d["dim"], {k: v for k, v in d.items() if k not in _STATE_KEYS})
         idx.next_id, idx.n_docs, idx.df = d["next_id"], d["n_docs"], Counter(d["df"])
         idx.entries = {e["id"]: IndexEntry.from_json(e) for e in d["entries"]}
         idx.pages = [IndexPage(decode_vec(p["z"]), p["summary"]) for p in d["pages"]]
