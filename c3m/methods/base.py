@@ -17,7 +17,7 @@ from ..store import ColdStore, text_sha256
 from ..types import Context, RawNode, ReaderBudget, WriteBudget
 
 #: Every method name the project uses (CLI ``--method``); ``available_methods()`` says which exist today.
-METHOD_NAMES = ("c3m", "c3m-paper", "hivemem", "dense-topk", "bm25", "full-context", "summary-only", "resum",
+METHOD_NAMES = ("c3m", "c3m-paper", "hivemem", "dense-topk", "bm25", "hybrid", "full-context", "summary-only", "resum",
                 "moviechat", "memrefine", "cdrs")
 _REGISTRY: dict[str, type["MemoryMethod"]] = {}
 #: in-process vector memo size at which it is cleared (the store's vector cache stays the source of truth)

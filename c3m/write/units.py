@@ -15,8 +15,9 @@ the small talk around it, so coarser units hide facts from both RAMU and routing
   introduced by "called"/"named" (a shop's new name; the name stays an entity too, so "Ziggy is staying
   with me" finds the rabbit called Ziggy). A named lexicon heuristic; the trained relation
   head (training issue) is meant to replace what it misses.
-- ``change``: the unit's user turn uses a change cue ("repainted", "now", "moved", "renamed", ...). Small-talk
-  phrases that look like cues ("Quick update:", "a nice change") are deliberately not in the list.
+- ``change``: the unit's user turn uses a change cue (a general lexicon of change verbs by stem, plus a few
+  phrases: "repaint…", "now", "moved", "renam…", "no longer", "new coat", ...). Small-talk phrases that look
+  like cues ("Quick update:", "a nice change") are deliberately not in the list.
 - ``again``: a re-mention cue ("again", "still") — the unit shows or uses something already known;
   ``another``: a new-instance cue ("another", "a second") — a look-alike, not the known one.
 
@@ -42,18 +43,30 @@ bamboo rattan linen silk velvet concrete paper cardboard porcelain
 striped spotted dotted checked plain floral patterned
 round square rectangular oval triangular arched curved flat tall short big small large tiny huge
 """.split())
-CHANGE_CUES = frozenset("""
-now repainted painted repaint changed moved move renamed rename replaced replace switched switch swapped
-updated became become anymore relocated rebranded
-""".split())
+#: Change cues: a general English lexicon of state-change verbs and phrases, written from the language, not
+#: from any generator's templates (tuned on the dev split only; see benchmarks/README.md). Stems match any
+#: inflection ("repaint" ~ repainted, repainting); bare words and phrases match exactly. Ambiguous small-talk
+#: words ("a nice change", "update") are deliberately absent.
+CHANGE_STEMS = ("repaint", "recolo", "respray", "redecorat", "refinish", "revarnish", "relocat", "renam", "rebrand",
+                "replac", "swapp", "upgrad", "dyed", "painted", "resprayed", "moved", "shifted", "transferr",
+                "switched", "sold", "selling", "traded", "donated", "retired", "redid", "redone")
+CHANGE_WORDS = frozenset("now anymore became become becomes turned changed converted swapped".split())
+CHANGE_PHRASES = ("no longer", "got rid", "gave away", "given away", "new coat", "new colour", "new color",
+                  "new paint", "paint job", "new name", "new home", "new spot", "new place", "different colour",
+                  "different color", "moved it", "put it in", "these days", "from now on", "isn't there")
 _NAME_AFTER = re.compile(r"\b(?:called|named|renamed(?:\s+to)?)\s+((?:[A-Z][\w'&-]*\s?){1,4})")
 _NUMBER = re.compile(r"\b\d[\d.,:]*\b")
 _WORD = re.compile(r"[a-z]+")
 _GENERIC = frozenset("lot day time way thing bit one today yesterday week weekend evening morning night".split())
-#: re-mention cues: the unit shows or uses something already known ("my mug again", "still")
-SAME_CUES = frozenset("again still usual".split())
+#: re-mention cues: the unit shows or uses something already known ("my mug again", "still", "same as before")
+SAME_CUES = frozenset("again still usual unchanged same".split())
+SAME_PHRASES = ("once more", "as before", "as ever", "as always", "one more photo", "one more picture",
+                "one more shot")
 #: new-instance cues: a second thing of a known kind ("another mug", "a second lamp") is not the first one
-OTHER_CUES = frozenset("another second different other".split())
+OTHER_CUES = frozenset("another second different other lookalike look-alike identical twin similar".split())
+#: "another photo of X" re-shows X: a photo word right after "another" makes it a re-mention, not a new thing
+_PHOTO_WORDS = frozenset("photo picture pic shot snap snapshot image look angle view".split())
+_WORD_DASH = re.compile(r"[a-z]+(?:-[a-z]+)*")
 _NOT_PART_OF_NAME = frozenset("new another other same".split())  # "my new basket" is about a "basket"
 
 
@@ -111,5 +124,16 @@ def describe_text(text: str, anchors) -> tuple[set[str], set[str], bool, bool, b
     for m in _NAME_AFTER.finditer(text):
         name = m.group(1).strip().lower()
         states.add(name)
-    change = bool(words & CHANGE_CUES) or "no longer" in lower
-    return entities, states, change, bool(words & SAME_CUES), bool(words & OTHER_CUES)
+    return entities, states, *cues(lower)
+
+
+def cues(lower: str) -> tuple[bool, bool, bool]:
+    """(change, re-mention, new-instance) cues of a lower-cased text (module docstring)."""
+    seq = _WORD_DASH.findall(lower)
+    words = set(seq)
+    change = (bool(words & CHANGE_WORDS) or any(w.startswith(CHANGE_STEMS) for w in words)
+              or any(p in lower for p in CHANGE_PHRASES))
+    reshown = any(a == "another" and b in _PHOTO_WORDS for a, b in zip(seq, seq[1:]))
+    again = bool(words & SAME_CUES) or reshown or any(p in lower for p in SAME_PHRASES)
+    other = bool(words & OTHER_CUES) and not (reshown and not (words & OTHER_CUES) - {"another"})
+    return change, again, other
