@@ -296,10 +296,11 @@ def cmd_synth(args) -> int:
     from .eval.synth import generate_dataset
 
     out = generate_dataset(args.out, length=args.length, episodes=args.episodes, seed=args.seed, split=args.split,
-                           workers=args.workers, progress=not args.quiet)
+                           workers=args.workers, progress=not args.quiet, preset=args.preset)
     manifest = json.loads((Path(out) / "manifest.json").read_text())
     print(json.dumps(manifest, indent=2) if args.json else
-          f"wrote {args.episodes} histories of ~{args.length} text tokens to {out} (split {args.split}, seed {args.seed})")
+          f"wrote {args.episodes} histories of ~{args.length} text tokens to {out} "
+          f"(preset {args.preset}, split {args.split}, seed {args.seed})")
     return 0
 
 
@@ -396,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--split", default="test", choices=("train", "dev", "test"),
                     help="vocabulary/template pool (learned parts train on 'train', are scored on 'test')")
+    sp.add_argument("--preset", default="easy", choices=("easy", "hard"),
+                    help="easy: the original generator; hard: mention noise, photo bursts, filler grammar and AR "
+                         "questions with evidence, calibrated so dense top-k does not saturate")
     sp.add_argument("--workers", type=int, default=1, help="parallel worker processes")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true", help="print the manifest")

@@ -3,6 +3,10 @@
 The assistant never restates a value (it says "Noted!", not "nice red mug"), so the gold evidence of a
 fact is exactly the user turn that states or shows it, and visual-only details stay visual-only.
 Filler pads each history to its token target without naming any entity, colour or pool word.
+
+The ``hard`` preset (``hard=True`` below) words facts from ``hard_vocab`` (several phrasings per kind),
+pads with a multi-sentence filler grammar, and adds many statement-free mentions per entity (plain,
+near-miss and look-alike pairs), so naming an entity is a weak cue and a change word is no proof of a change.
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import random
 from dataclasses import dataclass
 
 from ...models.tokens import ApproxTokenCounter
+from .hard_vocab import HARD_FILLER, HARD_TEMPLATES
 from .vocab import FILLER, TEMPLATES
 from .world import Entity, Event, World
 
@@ -37,7 +42,12 @@ def _sentence(text: str) -> str:
     return text[0].upper() + text[1:] if text else text
 
 
-def user_text(world: World, event: Event, rng: random.Random) -> str:
+def templates(split: str, hard: bool) -> dict[str, tuple[str, ...]]:
+    """The split's templates; ``hard`` overrides the fact, mention and AR phrasings."""
+    return {**TEMPLATES[split], **HARD_TEMPLATES[split]} if hard else TEMPLATES[split]
+
+
+def user_text(world: World, event: Event, rng: random.Random, hard: bool = False) -> str:
     """The user's words for one event, from the split's templates."""
     ent = world.entities[event.entity]
     state = world.state_at(event.entity, world.events.index(event))
@@ -52,8 +62,11 @@ def user_text(world: World, event: Event, rng: random.Random) -> str:
         values.update(name=person.name, relation=person.static["relation"])
     elif ent.type == "person":
         values.update(relation=ent.static["relation"], job=ent.static["job"])
-    template = rng.choice(TEMPLATES[world.split][event.kind])
-    return _sentence(template.format(**values))
+    template = rng.choice(templates(world.split, hard)[event.kind])
+    text = _sentence(template.format(**values))
+    if hard:  # facts come wrapped in chat, as in real conversations (and not as the shortest turns)
+        text = " ".join([text, *_extra_sentences(HARD_FILLER[world.split], rng, rng.randint(1, 2))])
+    return text
 
 
 def ack(split: str, rng: random.Random) -> str:
@@ -67,41 +80,61 @@ def filler_pair(split: str, rng: random.Random) -> tuple[str, str]:
     return user, f"{rng.choice(f['reply'])} {rng.choice(f['reply_tail'])}"
 
 
+def hard_filler_pair(split: str, rng: random.Random) -> tuple[str, str]:
+    """A 2-4 sentence chit-chat exchange from the split's phrase grammar (hard preset)."""
+    f = HARD_FILLER[split]
+    user = [f"{rng.choice(f['open'])} {rng.choice(f['when'])} {rng.choice(f['did'])}."]
+    user += _extra_sentences(f, rng, rng.randint(1, 3))
+    return " ".join(user), f"{rng.choice(f['reply'])} {rng.choice(f['reply_tail'])}"
+
+
+def _extra_sentences(f: dict, rng: random.Random, n: int) -> list[str]:
+    return [rng.choice(f[slot]) + "." for slot in rng.sample(("detail", "feel", "plan"), n)]
+
+
 @dataclass
 class Pair:
-    """A user turn and the assistant's reply; ``event`` is set for fact turns."""
+    """A user turn and the assistant's reply; ``event`` is set for fact turns, ``mention`` (kind, entity
+    ids) for hard-preset mention turns that state nothing."""
 
     user: str
     assistant: str
     event: Event | None = None
     tokens: int = 0
+    mention: tuple[str, tuple[str, ...]] | None = None
+    turn: int = -1
 
 
-def assemble(world: World, rng: random.Random, n_sessions: int, target_tokens: int) -> list[list[Pair]]:
+def assemble(world: World, rng: random.Random, n_sessions: int, target_tokens: int,
+             hard: bool = False) -> list[list[Pair]]:
     """Sessions of (user, assistant) pairs: one fact pair per scheduled event, then filler pairs placed at
     random until the text reaches ``target_tokens`` (it overshoots by less than one pair)."""
     sessions: list[list[Pair]] = [[] for _ in range(n_sessions)]
     total = 0
     for event in world.events:
-        u, a = user_text(world, event, rng), ack(world.split, rng)
+        u, a = user_text(world, event, rng, hard), ack(world.split, rng)
         pair = Pair(u, a, event, count_tokens(u) + count_tokens(a))
         sessions[event.session].append(pair)
         total += pair.tokens
-    total += _add_mentions(world, sessions, rng)
+    if hard:
+        total += _add_hard_mentions(world, sessions, rng, target_tokens)
+    else:
+        total += _add_mentions(world, sessions, rng)
     for s in sessions:  # every session holds at least one exchange
         if not s:
-            total += _add_filler(s, world.split, rng)
+            total += _add_filler(s, world.split, rng, hard)
     while total < target_tokens:
-        total += _add_filler(sessions[rng.randrange(n_sessions)], world.split, rng)
+        total += _add_filler(sessions[rng.randrange(n_sessions)], world.split, rng, hard)
     for s in sessions:
         for j, pair in enumerate(s):
+            pair.turn = 2 * j  # the user turn of the pair
             if pair.event is not None:
-                pair.event.turn = 2 * j  # the user turn of the pair
+                pair.event.turn = 2 * j
     return sessions
 
 
-def _add_filler(session: list[Pair], split: str, rng: random.Random) -> int:
-    u, a = filler_pair(split, rng)
+def _add_filler(session: list[Pair], split: str, rng: random.Random, hard: bool = False) -> int:
+    u, a = (hard_filler_pair if hard else filler_pair)(split, rng)
     pair = Pair(u, a, None, count_tokens(u) + count_tokens(a))
     session.insert(rng.randint(0, len(session)), pair)
     return pair.tokens
@@ -133,4 +166,66 @@ def _add_mentions(world: World, sessions: list[list[Pair]], rng: random.Random) 
         pair = Pair(text, reply, None, count_tokens(text) + count_tokens(reply))
         session.insert(rng.randint(0, len(session)), pair)
         added += pair.tokens
+    return added
+
+
+#: Share of a hard history's text tokens spent on mentions, and the most mentions per entity.
+MENTION_SHARE, MAX_MENTIONS = 0.4, 16
+
+
+def _add_hard_mentions(world: World, sessions: list[list[Pair]], rng: random.Random, target_tokens: int) -> int:
+    """Hard preset: statement-free mentions of every object, room, vehicle, pet, person and shop, after
+    its introduction and before any sale; as many per entity as ``MENTION_SHARE`` of the length allows
+    (about 35 tokens each, at most ``MAX_MENTIONS``), so they scale with history length. About 30% of object/vehicle mentions (all room ones) are
+    near misses (change words, no change), 35% of object mentions talk about an attribute without its
+    value; look-alikes are also named side by side. Each mention sentence is padded
+    with one or two filler sentences so mention turns read like the rest of the chat."""
+    t, f = templates(world.split, True), HARD_FILLER[world.split]
+    first: dict[str, int] = {}
+    gone: dict[str, int] = {}
+    for e in world.events:
+        first.setdefault(e.entity, e.session)
+        if e.kind == "obj_sell":
+            gone[e.entity] = e.session
+    plain = {"object": "mention_object", "vehicle": "mention_object", "pet": "mention_pet",
+             "person": "mention_person", "shop": "mention_shop"}
+    near = {"object": "near_miss_object", "vehicle": "near_miss_paint", "room": "near_miss_paint"}
+    added = 0
+
+    def put(kind: str, text: str, ids: tuple[str, ...], lo: int, hi: int) -> None:
+        nonlocal added
+        if lo > hi:
+            return
+        text = " ".join([_sentence(text), *_extra_sentences(f, rng, rng.randint(0, 2))])
+        reply = ack(world.split, rng)
+        pair = Pair(text, reply, None, count_tokens(text) + count_tokens(reply), (kind, ids))
+        session = sessions[rng.randint(lo, hi)]
+        session.insert(rng.randint(0, len(session)), pair)
+        added += pair.tokens
+
+    named = [eid for eid in sorted(first) if world.entities[eid].type in plain or world.entities[eid].type in near]
+    per_entity = max(1, min(MAX_MENTIONS, round(MENTION_SHARE * target_tokens / 35 / max(1, len(named)))))
+    for eid in named:
+        ent = world.entities[eid]
+        lo, hi = first[eid] + 1, gone.get(eid, len(sessions)) - 1
+        for _ in range(per_entity):
+            roll = rng.random() if ent.type in plain else 0.0
+            if ent.type in near and roll < 0.3:
+                kind, key = "near_miss", near[ent.type]
+            elif ent.type == "object" and roll < 0.65:
+                kind, key = "attr", "mention_attr"
+            else:
+                kind, key = "mention", plain[ent.type]
+            put(kind, rng.choice(t[key]).format(ref=ref(world, ent), pet=ent.name, name=ent.name,
+                                                street=ent.static.get("street", "")), (eid,), lo, hi)
+    groups: dict[int, list[str]] = {}
+    for eid, ent in world.entities.items():
+        if ent.twin_group is not None and eid in first:
+            groups.setdefault(ent.twin_group, []).append(eid)
+    for members in groups.values():
+        for _ in range(per_entity):
+            a, b = rng.sample(members, 2)
+            put("twins", rng.choice(t["mention_twins"]).format(ref_a=ref(world, world.entities[a]),
+                                                               ref_b=ref(world, world.entities[b])),
+                (a, b), max(first[a], first[b]) + 1, len(sessions) - 1)
     return added

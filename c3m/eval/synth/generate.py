@@ -26,13 +26,14 @@ from .dialogue import assemble, count_tokens, ref
 from .questions import QSpec, build_questions
 from .render import render_event
 from .vocab import HIDDEN, SPLITS
-from .world import MUTABLE, World, build_world, schedule, visible_attrs
+from .world import MUTABLE, World, add_bursts, build_world, schedule, visible_attrs
 
 GENERATOR = "c3m.eval.synth"
 VERSION = "1.0"
 TOLERANCE = 0.10
 MIN_LENGTH = 2000
 _OURS = {"episodes.jsonl", "images", HIDDEN, "manifest.json"}
+PRESETS = ("easy", "hard")
 
 
 def parse_length(length: int | str) -> int:
@@ -80,15 +81,21 @@ class _Result:
     images: int
 
 
-def generate_history(root: Path, split: str, index: int, seed: int, target: int, per_category: int) -> _Result:
-    """One history; its images are written under ``root/images/<history id>/``."""
+def generate_history(root: Path, split: str, index: int, seed: int, target: int, per_category: int,
+                     preset: str = "easy") -> _Result:
+    """One history; its images are written under ``root/images/<history id>/``. ``hard`` adds bursts
+    of re-shared photos (sessions with more pictures than the reader's 8-image budget), mention noise,
+    the filler grammar and AR questions with evidence (see ``hard_vocab`` / ``dialogue``)."""
     rng = random.Random(history_seed(seed, split, index))
     hid = f"{split}-{index:05d}"
+    hard = preset == "hard"
     n_images = max(12, min(60, target // 900))
-    world = build_world(rng, split, n_images=n_images, per_category=per_category)
+    world = build_world(rng, split, n_images=n_images, per_category=per_category, preset=preset)
     n_sessions = max(len(world.events) + 2, round(target / 550))
     schedule(world, rng, n_sessions)
-    pairs = assemble(world, rng, n_sessions, target)
+    if hard:
+        add_bursts(world, rng, 1 + target // 40000)
+    pairs = assemble(world, rng, n_sessions, target, hard)
     times = _session_times(rng, n_sessions)
     sids = [f"s{i + 1:03d}" for i in range(n_sessions)]
 
@@ -113,7 +120,7 @@ def generate_history(root: Path, split: str, index: int, seed: int, target: int,
             texts += [pair.user, pair.assistant]
         sessions.append(Session(sids[s], times[s], tuple(turns)))
 
-    specs = build_questions(world, rng, times, texts, per_category)
+    specs = build_questions(world, rng, times, texts, per_category, hard)
     asked_at = times[-1] + timedelta(days=1)
     questions, q_hidden = [], []
     for n, spec in enumerate(specs, 1):
@@ -123,9 +130,12 @@ def generate_history(root: Path, split: str, index: int, seed: int, target: int,
                                   tuple(EvidenceRef(sids[s], t) for s, t in evidence)))
         q_hidden.append(_question_record(hid, qid, spec, sids, image_of))
     history = History(hid, tuple(sessions), tuple(questions))
-    return _Result(history, scenes, _relation_records(world, hid, sids, image_of),
-                   _world_record(world, hid, sids, times, image_of), q_hidden, sum(count_tokens(t) for t in texts),
-                   len(scenes))
+    record = _world_record(world, hid, sids, times, image_of)
+    if hard:  # statement-free mention turns, so tests can check they are never evidence nor change a timeline
+        record["mentions"] = [{"session": sids[s], "turn": p.turn, "kind": p.mention[0], "entities": list(p.mention[1])}
+                              for s, session_pairs in enumerate(pairs) for p in session_pairs if p.mention]
+    return _Result(history, scenes, _relation_records(world, hid, sids, image_of), record, q_hidden,
+                   sum(count_tokens(t) for t in texts), len(scenes))
 
 
 def _question_record(hid: str, qid: str, spec: QSpec, sids: list[str], image_of: dict) -> dict:
@@ -234,8 +244,12 @@ def _write(path: Path, text: str) -> None:
 
 
 def generate_dataset(out: str | Path, *, length: int | str = "32k", episodes: int = 10, seed: int = 0,
-                     split: str = "test", workers: int = 1, progress: bool = True, per_category: int = 2) -> Path:
+                     split: str = "test", workers: int = 1, progress: bool = True, per_category: int = 2,
+                     preset: str = "easy") -> Path:
     """Write ``episodes`` synthetic histories of about ``length`` text tokens to ``out`` and return it.
+
+    ``preset="easy"`` is the original generator (output unchanged); ``"hard"`` is calibrated so dense
+    top-k retrieval does not saturate (benchmarks/results/hard-synth-cpu/calibration.md).
 
     See the package docstring for the files written. Same arguments give byte-identical files, whatever
     ``workers`` is.
@@ -243,6 +257,8 @@ def generate_dataset(out: str | Path, *, length: int | str = "32k", episodes: in
     target = parse_length(length)
     if split not in SPLITS:
         raise InvalidInput("split", f"unknown split {split!r}", fix=f"use one of {', '.join(SPLITS)}")
+    if preset not in PRESETS:
+        raise InvalidInput("preset", f"unknown preset {preset!r}", fix=f"use one of {', '.join(PRESETS)}")
     for name, value, low in (("episodes", episodes, 1), ("workers", workers, 1), ("per_category", per_category, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise InvalidInput(name, f"must be an integer >= {low}, got {value!r}", fix=f"pass {name}={low} or more")
@@ -251,10 +267,10 @@ def generate_dataset(out: str | Path, *, length: int | str = "32k", episodes: in
     out = Path(out)
     _prepare(out)
     root = out.resolve()
-    jobs = [(root, split, i, seed, target, per_category) for i in range(episodes)]
+    jobs = [(root, split, i, seed, target, per_category, preset) for i in range(episodes)]
     from tqdm import tqdm
 
-    bar = tqdm(total=episodes, desc=f"synth {split} {target // 1000}k", unit="history", disable=not progress)
+    bar = tqdm(total=episodes, desc=f"synth {preset} {split} {target // 1000}k", unit="history", disable=not progress)
     results: list[_Result] = []
     if workers == 1:
         for job in jobs:
@@ -278,8 +294,10 @@ def generate_dataset(out: str | Path, *, length: int | str = "32k", episodes: in
     _write_jsonl(hidden / "relations.jsonl", (x for r in results for x in r.relations))
     _write_jsonl(hidden / "world.jsonl", (r.world for r in results))
     _write_jsonl(hidden / "questions.jsonl", (q for r in results for q in r.questions))
-    _write(out / "manifest.json", json.dumps(_manifest(results, target, length, episodes, seed, split, per_category),
-                                             sort_keys=True, indent=2) + "\n")
+    manifest = _manifest(results, target, length, episodes, seed, split, per_category)
+    if preset != "easy":  # easy manifests stay byte-identical to earlier versions
+        manifest["preset"] = preset
+    _write(out / "manifest.json", json.dumps(manifest, sort_keys=True, indent=2) + "\n")
     return out
 
 

@@ -13,7 +13,10 @@ evidence really carries the answer.
   two things came first.
 - KU: the latest value after updates (evidence: the last change), or that an object was sold.
 - AR: a subject that no turn of the history ever names, or the never-given job of a known person; the
-  gold answer is a refusal and evidence is empty.
+  gold answer is a refusal and evidence is empty. The ``hard`` preset adds AR questions that can fail:
+  a move or repaint asked of an object it never happened to (evidence: its introduction) or of the
+  look-alike twin of the one it happened to (evidence: the asked twin's introduction and the other
+  twin's change), and at least half its AR questions are of these kinds.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .dialogue import ref
+from .dialogue import ref, templates
 from .vocab import POOLS, RELATIONS, TEMPLATES, number_word
 from .world import Event, World
 
@@ -57,9 +60,10 @@ def _mentions(text: str, word: str) -> bool:
 
 
 class _Asker:
-    def __init__(self, world: World, rng: random.Random, times: list[datetime], texts: list[str]):
+    def __init__(self, world: World, rng: random.Random, times: list[datetime], texts: list[str],
+                 hard: bool = False):
         self.w, self.rng, self.times = world, rng, times
-        self.t = TEMPLATES[world.split]
+        self.t = templates(world.split, hard) if hard else TEMPLATES[world.split]
         self.pool = POOLS[world.split]
         self.all_text = "\n".join(texts)
 
@@ -246,6 +250,39 @@ class _Asker:
         return out
 
 
+    def ar_hard(self) -> list[QSpec]:
+        """AR questions with evidence: a move/repaint that never happened to the asked object."""
+        out = []
+        asks = {"room": "q_ar_move", "colour": "q_ar_repaint"}
+        changes = {"room": ("obj_move",), "colour": ("obj_repaint_text", "obj_repaint_image", "obj_replace")}
+        objects = [e for e in self.w.entities.values() if e.type == "object"]
+        for ent in objects:
+            obs = self.w.observations(ent.id)
+            if any(e.kind == "obj_sell" for e in obs):
+                continue
+            intro = obs[0]
+            for attr, key in asks.items():
+                if len(self.w.timeline(ent.id, attr)) != 1:
+                    continue
+                twins = [t for t in objects if t.twin_group is not None and t.twin_group == ent.twin_group
+                         and t.id != ent.id]
+                other = next(((t, e) for t in twins for e in self.w.observations(t.id) if e.kind in changes[attr]
+                              and attr in e.text_attrs), None)
+                support = [(intro, ent.id, "kind", ent.kind)]
+                if other is not None:
+                    twin, ev = other
+                    support.append((ev, twin.id, attr, ev.changes[attr]))
+                    answer = self.say("a_ar_twin", other=self.ref(twin.id), ref=self.ref(ent.id))
+                    kind = "ar_twin"
+                elif ent.twin_group is None:
+                    answer, kind = self.say("a_ar_never", ref=self.ref(ent.id)), "ar_never"
+                else:
+                    continue
+                out.append(QSpec("AR", kind, self.say(key, ref=self.ref(ent.id)), answer, support, False,
+                                 {"subject": [], "about": ent.id, "attribute": attr}))
+        return out
+
+
 def _pick(candidates: list[QSpec], n: int, rng: random.Random, category: str) -> list[QSpec]:
     """``n`` questions, round-robin over question types (varied), preferring distinct entities and, for
     KU, entities updated several times."""
@@ -283,11 +320,16 @@ def _pick(candidates: list[QSpec], n: int, rng: random.Random, category: str) ->
 
 
 def build_questions(world: World, rng: random.Random, times: list[datetime], texts: list[str],
-                    per_category: int) -> list[QSpec]:
-    """``per_category`` questions for each of IE, MSR, TR, KU, AR, in that order."""
-    asker = _Asker(world, rng, times, texts)
+                    per_category: int, hard: bool = False) -> list[QSpec]:
+    """``per_category`` questions for each of IE, MSR, TR, KU, AR, in that order (``hard``: at least half
+    the AR ones with evidence)."""
+    asker = _Asker(world, rng, times, texts, hard)
     out: list[QSpec] = []
-    for category, make in (("IE", asker.ie), ("MSR", asker.msr), ("TR", asker.tr), ("KU", asker.ku),
-                           ("AR", asker.ar)):
+    for category, make in (("IE", asker.ie), ("MSR", asker.msr), ("TR", asker.tr), ("KU", asker.ku)):
         out += _pick(make(), per_category, rng, category)
+    if hard:
+        with_evidence = _pick(asker.ar_hard(), (per_category + 1) // 2, rng, "AR")
+        out += with_evidence + _pick(asker.ar(), per_category - len(with_evidence), rng, "AR")
+    else:
+        out += _pick(asker.ar(), per_category, rng, "AR")
     return out

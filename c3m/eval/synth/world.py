@@ -114,14 +114,15 @@ class _Builder:
         return sorted(self.rng.uniform(after + 0.01, 1.0) for _ in range(n))
 
 
-def build_world(rng: random.Random, split: str, *, n_images: int, per_category: int) -> World:
+def build_world(rng: random.Random, split: str, *, n_images: int, per_category: int, preset: str = "easy") -> World:
     """Plan one history's world with about ``n_images`` pictured events and enough material for
-    ``per_category`` questions of every category."""
+    ``per_category`` questions of every category. ``hard`` adds more updates and re-shots per object and
+    one changed look-alike (so "latest" competes with older states and twins can be confused)."""
     b, r = _Builder(rng, split), rng
     rooms = r.sample(ROOMS, 4)
     room_ents = [b.entity("room", "room", name, {}, {"colour": r.choice(b.colours)}) for name in rooms]
     fixed = _rooms(b, room_ents) + _people_and_pets(b, per_category) + _vehicle(b) + _shops(b)
-    _objects(b, rooms, max(8, n_images - fixed))
+    _objects(b, rooms, max(8, n_images - fixed), hard=preset == "hard")
     return World(split, b.entities, b.events)
 
 
@@ -207,8 +208,10 @@ def _shops(b: _Builder) -> int:
     return images
 
 
-def _objects(b: _Builder, rooms: list[str], budget: int) -> None:
-    """Objects fill the rest of the image budget: intros (one twin group), then updates and re-shots."""
+def _objects(b: _Builder, rooms: list[str], budget: int, hard: bool = False) -> None:
+    """Objects fill the rest of the image budget: intros (one twin group), then updates and re-shots.
+    ``hard``: the whole remaining budget goes to updates, half as many again to re-shots, and one
+    look-alike (never the original) is moved or repainted, which the AR twin questions ask about."""
     r, pool = b.rng, b.pool
     max_kinds = len(pool.kinds) - 3  # keep unused kinds for answer-refusal questions
     n_kinds = max(4, min(max_kinds, budget // 2 - 1))
@@ -255,7 +258,7 @@ def _objects(b: _Builder, rooms: list[str], budget: int) -> None:
     r.shuffle(singles)
     # Half the singles stay observed once (clean IE targets); the rest change, some several times.
     changing = singles[: max(2, len(singles) // 2)]
-    n_updates = max(len(changing) + 2, (left * 2) // 3)
+    n_updates = max(len(changing) + 2, left if hard else (left * 2) // 3)
     plan = {o.id: 1 for o in changing}
     for _ in range(n_updates - len(changing)):
         plan[r.choice(changing).id] += 1
@@ -263,7 +266,16 @@ def _objects(b: _Builder, rooms: list[str], budget: int) -> None:
         _object_updates(b, obj, rooms, intro_slot[obj.id], plan[obj.id])
     # Re-shots of the same state ("same" relations) go to twins and changing objects only.
     reshoot = [o for o in objects if o.twin_group is not None] + changing
-    for _ in range(max(1, left - n_updates)):
+    if hard:
+        twin = r.choice(objects[1:n_twins])
+        slot = b.later_slots(intro_slot[twin.id], 1)[0]
+        if r.random() < 0.5:
+            room = r.choice([x for x in rooms if x != twin.initial["room"]])
+            b.event("obj_move", twin, {"room": room}, ("room",), True, slot)
+        else:
+            b.event("obj_repaint_text", twin, {"colour": b.other_colour(twin.initial["colour"])}, ("colour",), True,
+                    slot)
+    for _ in range(max(2, left // 2) if hard else max(1, left - n_updates)):
         obj = r.choice(reshoot)
         last = max(e.slot for e in b.events if e.entity == obj.id)
         if any(e.kind == "obj_sell" for e in b.events if e.entity == obj.id):
@@ -301,3 +313,27 @@ def schedule(world: World, rng: random.Random, n_sessions: int) -> None:
     picks = sorted(rng.sample(range(n_sessions), len(world.events)))
     for event, session in zip(world.events, picks):
         event.session = session
+
+
+def add_bursts(world: World, rng: random.Random, n_bursts: int, size: int = 9) -> list[int]:
+    """``hard`` only: sessions with at least ``size`` pictures (more than the reader's 8-image budget), a
+    burst of re-shared photos of unchanged objects. Called after ``schedule``; the re-shots change no
+    attribute, so every timeline keeps one change per session. Returns the burst sessions."""
+    n_sessions = max(e.session for e in world.events) + 1
+    owned = [eid for eid, ent in world.entities.items() if ent.type == "object"]
+    picked: list[int] = []
+    for s in sorted(rng.sample(range(n_sessions // 2, n_sessions), min(n_bursts, n_sessions - n_sessions // 2))):
+        sold = {e.entity for e in world.events if e.kind == "obj_sell" and e.session <= s}
+        shown = {e.entity for e in world.events if e.session < s}
+        candidates = [eid for eid in owned if eid in shown and eid not in sold]
+        if not candidates:
+            continue
+        have = sum(e.image for e in world.events if e.session == s)
+        at = max(i for i, e in enumerate(world.events) if e.session <= s) + 1
+        for _ in range(max(0, size + rng.randrange(2) - have)):
+            ent = world.entities[rng.choice(candidates)]
+            ev = Event("obj_same", ent.id, {}, (), True, world.events[at - 1].slot, {"burst": True}, s)
+            world.events.insert(at, ev)
+            at += 1
+        picked.append(s)
+    return picked
