@@ -182,3 +182,11 @@ def test_some_session_has_more_images_than_the_reader_budget(data):
         assert max(per_session) > 8
     bursts = [s for s in hidden["scenes"] if s["event"] == "obj_same"]
     assert bursts
+
+
+def test_hard_refuses_lengths_it_cannot_hit(tmp_path):
+    from c3m.errors import InvalidInput
+    with pytest.raises(InvalidInput):
+        generate_dataset(tmp_path / "short", length=3000, episodes=1, preset="hard", progress=False)
+    with pytest.raises(InvalidInput):
+        generate_dataset(tmp_path / "bad", length=LENGTH, episodes=1, preset="medium", progress=False)

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import C3MError, InvalidInput
-from ..synthvocab import HIDDEN
+from ..synthvocab import HIDDEN, NUMBER_WORDS
 from .base import VisualAnchor
 from .summary import LeadSummarizer
 
 LOCAL_VERSION = "oracle.1"  # bump when captions, anchors or grounding change for the same scenes
 BACKDROP = frozenset({"wall", "floor", "street"})  # scene types that are setting, not subjects
-_NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-            "twelve")
+_NUMBERS = NUMBER_WORDS
 _REL = {"left_of": "left of", "right_of": "right of", "above": "above", "below": "below"}
 _WORD = re.compile(r"[a-z0-9]+")
 _SAID = frozenset({"count", "colour", "shape", "material", "side", "neighbour", "position", "brand", "plate",

@@ -28,6 +28,14 @@ History length counts text tokens of all turns with ``ApproxTokenCounter`` (imag
 separately) and lands within ±10% of the target. Output is byte-identical for the same arguments, for
 any number of workers. The ``split`` switch picks disjoint train / dev / test vocabularies and phrasings
 (``vocab.py``), so learned parts are never scored on what they were trained on.
+
+``preset="easy"`` (the default) is the original generator, unchanged. ``preset="hard"`` (``--preset hard``)
+is built so dense top-k retrieval does not saturate: many statement-free mentions per entity (plain,
+near-miss "thought about repainting it", attribute talk, look-alikes side by side), facts wrapped in chat,
+a multi-sentence filler grammar, several split-disjoint phrasings per fact and cue (``hard_vocab.py``),
+bursts of re-shared photos (sessions over the reader's 8-image budget), more updates per object, and AR
+questions with evidence (a change asked of an object it never happened to, or of its look-alike's change).
+Its calibration: ``benchmarks/results/hard-synth-cpu/calibration.md``.
 """
 from .generate import GENERATOR, VERSION, generate_dataset, history_seed, load_hidden, parse_length
 

@@ -34,6 +34,7 @@ TOLERANCE = 0.10
 MIN_LENGTH = 2000
 _OURS = {"episodes.jsonl", "images", HIDDEN, "manifest.json"}
 PRESETS = ("easy", "hard")
+HARD_MIN_LENGTH = 4000  # below this the hard preset's facts and mentions alone overshoot the length
 
 
 def parse_length(length: int | str) -> int:
@@ -259,6 +260,9 @@ def generate_dataset(out: str | Path, *, length: int | str = "32k", episodes: in
         raise InvalidInput("split", f"unknown split {split!r}", fix=f"use one of {', '.join(SPLITS)}")
     if preset not in PRESETS:
         raise InvalidInput("preset", f"unknown preset {preset!r}", fix=f"use one of {', '.join(PRESETS)}")
+    if preset == "hard" and target < HARD_MIN_LENGTH:
+        raise InvalidInput("length", f"{target} tokens is too short for the hard preset",
+                           fix=f"pass at least {HARD_MIN_LENGTH}")
     for name, value, low in (("episodes", episodes, 1), ("workers", workers, 1), ("per_category", per_category, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise InvalidInput(name, f"must be an integer >= {low}, got {value!r}", fix=f"pass {name}={low} or more")
