@@ -10,12 +10,22 @@ from c3m_kernels import dispatch  # noqa: E402
 from c3m_kernels.candidate_topk import candidate_topk as _candidate_topk  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available()
-BACKENDS = ["reference", "cpu", "triton"]
+#: "cpu-numba" is the CPU backend with the tiny-problem numpy shortcut off, so the numba paths see every
+#: small and edge-case shape too
+BACKENDS = ["reference", "cpu", "cpu-numba", "triton"]
 
 
 def candidate_topk(q, keys, k, backend=None, **kw):
     """Call the op; with a CUDA device the triton backend gets CUDA tensors (real kernel, not the
     interpreter) and the results come back to the CPU for checking."""
+    if backend == "cpu-numba":
+        from c3m_kernels.candidate_topk import cpu
+
+        saved, cpu.SMALL_WORK = cpu.SMALL_WORK, 0
+        try:
+            return _candidate_topk(q, keys, k, backend="cpu", **kw)
+        finally:
+            cpu.SMALL_WORK = saved
     if backend == "triton" and HAS_CUDA and isinstance(q, torch.Tensor):
         q, keys = q.cuda(), keys.cuda()
         kw = {n: (v.cuda() if isinstance(v, torch.Tensor) else v) for n, v in kw.items()}
