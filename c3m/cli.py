@@ -259,6 +259,7 @@ def cmd_methods(args) -> int:
 
 def cmd_eval(args) -> int:
     from .eval import make_header, run_eval, write_report
+    from .eval.report import compute_paired, paired_markdown
 
     cfg = _config(args)
     budget = _budget(args.budget, cfg.reader_budget)
@@ -271,15 +272,19 @@ def cmd_eval(args) -> int:
         print(json.dumps(metrics, indent=2))
         return 0
     print(f"report: {Path(args.out) / 'report.md'}  metrics: {Path(args.out) / 'metrics.json'}")
+    paired = compute_paired(everything, seed=args.seed)
+    if paired:  # the comparison first: a difference on the same histories, not two separate intervals
+        print("\n".join(paired_markdown(paired, "support_recall")))
     print("oracle-reader accuracy = all gold evidence in the context (evidence-only, no answerer); "
-          "AR: no misleading item")
-    cols = ("oracle_reader_acc", "support_recall", "route_hit", "text_tokens", "images")
-    print(f"{'method':<12}{'length':>7}{'category':>9}" + "".join(f"{c:>19}" for c in cols))
+          "overall = IE/MSR/TR/KU; every figure measured by the harness")
+    cols = ("oracle_reader_acc", "support_recall", "route_hit", "pool_size", "text_tokens", "images")
+    print(f"{'method':<16}{'length':>7}{'category':>9}" + "".join(f"{c:>18}" for c in cols) + f"{'violations':>11}")
     for method, by_len in metrics.items():
         for length, table in by_len.items():
             for cat, row in table.items():
                 cells = ["–" if row[c]["mean"] is None else f"{row[c]['mean']:.3f}" for c in cols]
-                print(f"{method:<12}{length:>7}{cat:>9}" + "".join(f"{c:>19}" for c in cells))
+                print(f"{method:<16}{length:>7}{cat:>9}" + "".join(f"{c:>18}" for c in cells)
+                      + f"{row.get('violations', 0):>11}")
     return 0
 
 
