@@ -116,6 +116,12 @@ def _replay_job(history: History, store: str, config: MemoryConfig, budget: Read
                           questions_file=questions_file)
 
 
+def _history_job(runs: list[tuple]) -> list[HistoryResult]:
+    """Every pending method on one history, one after the other in one process: the methods then share the
+    process's embedding memo (the same texts, the same vectors), so only the first one pays for embedding."""
+    return [_replay_job(*args) for args in runs]
+
+
 def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *, config: MemoryConfig | None = None,
              budget: ReaderBudget | None = None, workers: int = 1, progress: bool = True,
              limit: int | None = None, judge: str | None = None,
@@ -138,7 +144,7 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     suffix = f".rank{rank}" if world > 1 else ""
     everything: dict[str, dict[str, list[HistoryResult]]] = {}
-    jobs = []
+    jobs: dict[tuple[str, str], list] = {}  # (length, history) -> every pending method's run
     for ds in map(Path, datasets):
         histories = load_dataset(ds)[:limit]
         length = dataset_length(ds if ds.is_dir() else ds.parent, histories)
@@ -159,26 +165,27 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
             for i, (h, qfile) in enumerate(blind):
                 if i % world == rank and h.id not in done:
                     store = out / "stores" / _safe(method) / _safe(length) / _safe(h.id)
-                    jobs.append((res_file, method, length,
-                                 (h, str(store), cfg, budget, length, guard, judge, perception, qfile)))
-    bar = tqdm(total=len(jobs), desc="eval", unit="history", disable=not progress)
-    if workers <= 1:
-        for res_file, method, length, args in jobs:
-            result = _replay_job(*args)
+                    jobs.setdefault((length, h.id), []).append(
+                        ((res_file, method, length), (h, str(store), cfg, budget, length, guard, judge, perception,
+                                                      qfile)))
+    bar = tqdm(total=sum(map(len, jobs.values())), desc="eval", unit="history", disable=not progress)
+
+    def record(tags, results):
+        for (res_file, method, length), result in zip(tags, results):
             _append(res_file, result)
             everything[method][length].append(result)
             bar.update(1)
+
+    batches = [([t for t, _ in runs], [a for _, a in runs]) for runs in jobs.values()]
+    if workers <= 1:
+        for tags, runs in batches:
+            record(tags, _history_job(runs))
     else:
         threads = max(1, (os.cpu_count() or 1) // workers)
         with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(threads,)) as pool:
-            futures = {pool.submit(_replay_job, *args): (res_file, method, length) for res_file, method, length, args
-                       in jobs}
+            futures = {pool.submit(_history_job, runs): tags for tags, runs in batches}
             for fut in as_completed(futures):
-                res_file, method, length = futures[fut]
-                result = fut.result()
-                _append(res_file, result)
-                everything[method][length].append(result)
-                bar.update(1)
+                record(futures[fut], fut.result())
     bar.close()
     return everything
 
