@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
+MEMO_ITEMS = 200_000  # texts whose token counts HFTokenCounter keeps
 
 
 class ApproxTokenCounter:
@@ -32,6 +33,16 @@ class HFTokenCounter:
         self._tok.no_padding()  # shipped tokenizer.json files often pad/truncate for the encoder
         self._tok.no_truncation()
         self.name = name or f"hf:{Path(tokenizer_json).parent.name}"
+        self._memo: dict[str, int] = {}
 
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False).ids) if text else 0
+        """Memoised: the same routing texts and turns are recounted many times (every capacity repair step
+        re-measures the index, the harness re-measures every context), and encoding is the slow part."""
+        if not text:
+            return 0
+        n = self._memo.get(text)
+        if n is None:
+            if len(self._memo) >= MEMO_ITEMS:
+                self._memo.clear()
+            n = self._memo[text] = len(self._tok.encode(text, add_special_tokens=False).ids)
+        return n
