@@ -257,3 +257,16 @@ def test_a_method_that_opens_guarded_files_while_writing_fails(dataset, tmp_path
     Snooping.found, Snooping.route, Snooping.target = [], "open", path
     with pytest.raises(QueryBlindnessViolation, match="write path opened"):
         run_eval([dataset], ["test-snooping"], out, config=CFG, progress=False)
+
+
+def test_empty_context_on_hard_scores_zero_outside_ar_and_is_no_perfect_ar_reader(tmp_path):
+    from c3m.dataset import load_dataset
+    from c3m.eval.synth import generate_dataset
+
+    ds = generate_dataset(tmp_path / "hard", length="6k", episodes=3, seed=5, split="dev", preset="hard",
+                          progress=False)
+    empty = Context("q?", (), BudgetUse(), ReaderBudget(), RouteTrace("none"))
+    scores = [score_context(h.id, q, empty, 0.0) for h in load_dataset(ds) for q in h.questions]
+    assert all(s.oracle_reader_acc == 0.0 and s.support_recall == 0.0 for s in scores if s.category != "AR")
+    ar = [s.oracle_reader_acc for s in scores if s.category == "AR"]
+    assert ar and sum(ar) / len(ar) < 1.0
