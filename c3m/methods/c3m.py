@@ -9,7 +9,7 @@ Read: BMER (``read.bmer``): pages → entries → Raw Nodes and images → ``bud
 
 Options (``MemoryConfig.method_options``; paper values where the paper gives them, DESIGN §4):
 ``delta`` 0.6, ``candidates`` (K) 4, ``min_sim`` 0.15, ``page_open_sim`` 0.35, ``unit_tokens`` 0,
-``gamma`` 0.1, ``lam`` 0.05, ``entries_k`` 6, ``lexical`` 0.3, ``entry_boost`` 0.3, ``pool`` 48,
+``gamma`` 0.1, ``lam`` 0.05, ``entries_k`` 12, ``lexical`` 0.3, ``entry_boost`` 0.3, ``pool`` 48,
 ``anchors`` "auto" (spaCy, else the heuristic), ``relation_head`` "feature".
 """
 from __future__ import annotations

@@ -29,7 +29,7 @@ from ..write.index import ActiveIndex, IndexEntry
 @dataclass(frozen=True)
 class BmerConfig:
     gamma: float = 0.1        # CovGain weight in page routing (Eq. 5)
-    entries_k: int = 6        # entries routed within the chosen pages
+    entries_k: int = 12       # entries routed within the chosen pages (tuned on dev: 6 -> 12, see results)
     lexical: float = 0.3      # β: weight of anchor overlap in s(q, e)
     entry_boost: float = 0.3  # η: share of the entry score a node inherits
     lam: float = 0.05         # λ: coverage weight in the selection (Eq. 6)
