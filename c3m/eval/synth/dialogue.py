@@ -140,17 +140,23 @@ def _add_filler(session: list[Pair], split: str, rng: random.Random, hard: bool 
     return pair.tokens
 
 
-def _add_mentions(world: World, sessions: list[list[Pair]], rng: random.Random) -> int:
-    """Passing mentions of known entities that carry no fact ("I used my kettle again today"): they make
-    an entity's name a weak cue, so retrieval must find the turn that holds the answer, not any turn
-    naming the entity. Only entities already introduced and not sold are mentioned."""
-    templates = TEMPLATES[world.split]
+def _lifetimes(world: World) -> tuple[dict[str, int], dict[str, int]]:
+    """(entity -> session of its first event, entity -> session it was sold in): when it may be mentioned."""
     first: dict[str, int] = {}
     gone: dict[str, int] = {}
     for e in world.events:
         first.setdefault(e.entity, e.session)
         if e.kind == "obj_sell":
             gone[e.entity] = e.session
+    return first, gone
+
+
+def _add_mentions(world: World, sessions: list[list[Pair]], rng: random.Random) -> int:
+    """Passing mentions of known entities that carry no fact ("I used my kettle again today"): they make
+    an entity's name a weak cue, so retrieval must find the turn that holds the answer, not any turn
+    naming the entity. Only entities already introduced and not sold are mentioned."""
+    templates = TEMPLATES[world.split]
+    first, gone = _lifetimes(world)
     key = {"object": "mention_object", "vehicle": "mention_object", "pet": "mention_pet", "person": "mention_person"}
     candidates = [eid for eid in first if world.entities[eid].type in key]
     added = 0
@@ -181,12 +187,7 @@ def _add_hard_mentions(world: World, sessions: list[list[Pair]], rng: random.Ran
     value; look-alikes are also named side by side. Each mention sentence is padded
     with one or two filler sentences so mention turns read like the rest of the chat."""
     t, f = templates(world.split, True), HARD_FILLER[world.split]
-    first: dict[str, int] = {}
-    gone: dict[str, int] = {}
-    for e in world.events:
-        first.setdefault(e.entity, e.session)
-        if e.kind == "obj_sell":
-            gone[e.entity] = e.session
+    first, gone = _lifetimes(world)
     plain = {"object": "mention_object", "vehicle": "mention_object", "pet": "mention_pet",
              "person": "mention_person", "shop": "mention_shop"}
     near = {"object": "near_miss_object", "vehicle": "near_miss_paint", "room": "near_miss_paint"}
