@@ -18,3 +18,15 @@ def models() -> Models:
 @pytest.fixture
 def store_path(tmp_path):
     return tmp_path / "store"
+
+
+@pytest.fixture(scope="session")
+def demo_dataset(tmp_path_factory):
+    """The demo history written twice (two users) as a dataset folder, for harness tests."""
+    from c3m.dataset import write_dataset
+    from c3m.demo import demo_history
+
+    root = tmp_path_factory.mktemp("ds") / "demo"
+    h = demo_history()
+    write_dataset([h, type(h)("demo-user-2", h.sessions, h.questions)], root)
+    return root

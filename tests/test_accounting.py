@@ -15,7 +15,6 @@ import pytest
 from c3m import Memory
 from c3m.budget import measure_context, measure_index
 from c3m.config import MemoryConfig
-from c3m.dataset import write_dataset
 from c3m.demo import demo_history
 from c3m.errors import BudgetExceeded
 from c3m.eval import QueryBlindnessViolation, run_eval
@@ -30,12 +29,9 @@ from c3m.eval.metrics import QuestionResult
 CFG = MemoryConfig(text_embedder="hashing", token_counter="approx")
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("acct") / "demo"
-    h = demo_history()
-    write_dataset([h, type(h)("demo-user-2", h.sessions, h.questions)], root)
-    return root
+@pytest.fixture
+def dataset(demo_dataset):
+    return demo_dataset
 
 
 @register

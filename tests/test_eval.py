@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 
 from c3m.config import MemoryConfig
-from c3m.dataset import write_dataset
-from c3m.demo import demo_history
 from c3m.eval import QueryBlindnessViolation, bootstrap_ci, load_results, make_header, run_eval, write_report
 from c3m.methods import register
 from c3m.methods.dense_topk import DenseTopK
@@ -16,12 +14,9 @@ from c3m.methods.dense_topk import DenseTopK
 CFG = MemoryConfig(text_embedder="hashing", token_counter="approx")
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ds") / "demo"
-    h = demo_history()
-    write_dataset([h, type(h)("demo-user-2", h.sessions, h.questions)], root)
-    return root
+@pytest.fixture
+def dataset(demo_dataset):
+    return demo_dataset
 
 
 @register
