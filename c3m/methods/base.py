@@ -104,8 +104,7 @@ def register(cls: type[MemoryMethod]) -> type[MemoryMethod]:
 
 
 def available_methods() -> list[str]:
-    from . import bm25, c3m, dense_topk, hybrid  # noqa: F401  (registers)
-
+    """Registered method names (the package ``c3m.methods`` imports and so registers the project's own)."""
     return sorted(_REGISTRY)
 
 
