@@ -56,7 +56,7 @@ def make_header(config, budget, *, seed: int = 0, command: str | None = None, ju
                                 if judge else "not judged (no --judge); oracle-reader accuracy only"),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": _commit(),
             "machine": describe_machine(),
-            "seed": seed, "config": as_json_dict(config), "budget": as_json_dict(budget)}
+            "seed": seed, "config": as_json_dict(config), "budget": as_json_dict(budget or config.reader_budget)}
 
 
 def compute_metrics(everything: dict, *, seed: int = 0, n_boot: int = 1000) -> dict:
@@ -224,6 +224,45 @@ def plots(metrics: dict, out: Path) -> list[Path]:
     return written
 
 
+def paired_plot(paired: dict, out: Path, metric: str = "support_recall") -> Path | None:
+    """The first method against each other one: A − B per category with its paired 95% interval, one panel
+    per length."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    first = next(iter(paired)).split(" vs ")[0] if paired else ""
+    paired = {k: v for k, v in paired.items() if k.startswith(first + " vs ")}
+    lengths = sorted({length for p in paired.values() for length in p}, key=_length_key)
+    if not lengths:
+        return None
+    cats = [c for c in CATEGORIES if any(c in p.get(length, {}) for p in paired.values() for length in lengths)]
+    cats += ["overall"]
+    fig, axes = plt.subplots(1, len(lengths), figsize=(4.5 * len(lengths), 4), squeeze=False, sharey=True)
+    width = 0.8 / max(1, len(paired))
+    for ax, length in zip(axes[0], lengths):
+        for j, (name, by_len) in enumerate(paired.items()):
+            ds = [by_len.get(length, {}).get(c, {}).get(metric) for c in cats]
+            xs = [i + j * width for i in range(len(cats))]
+            mean = [100 * d["mean"] if d else 0.0 for d in ds]
+            err = [[100 * (d["mean"] - d["lo"]) if d else 0.0 for d in ds],
+                   [100 * (d["hi"] - d["mean"]) if d else 0.0 for d in ds]]
+            ax.bar(xs, mean, width, yerr=err, capsize=2, label=name)
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xticks([i + width * (len(paired) - 1) / 2 for i in range(len(cats))], cats)
+        ax.set_title(f"{length}: A − B, {metric.replace('_', ' ')} ×100")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "paired_differences.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def write_report(everything: dict, out: str | Path, header: dict, *, n_boot: int = 1000) -> dict:
     """Write report.md, metrics.json and plots into ``out``; returns the metrics."""
     out = Path(out)
@@ -234,6 +273,8 @@ def write_report(everything: dict, out: str | Path, header: dict, *, n_boot: int
                                                  indent=2, sort_keys=True))
     text = markdown(metrics, header, paired)
     images = plots(metrics, out)
+    if paired:
+        images += [p for p in [paired_plot(paired, out)] if p is not None]
     text += "\n" + ("\n".join(f"![{p.stem}]({p.name})" for p in images) if images else
                     "_(plots skipped: matplotlib is not installed; pip install 'c3m[bench]')_") + "\n"
     (out / "report.md").write_text(text)
