@@ -110,8 +110,7 @@ def with_captions(ctx, extractor, load_image):
         items.append(item)
         if item.images:
             text = " ".join(f"[image: {extractor.caption(load_image(im))}]" for im in item.images)
-            items.append(replace(item, form=EvidenceForm.CAPTION, text=text, images=(), score=item.score,
-                                 text_tokens=0))
+            items.append(replace(item, form=EvidenceForm.CAPTION, text=text, images=(), text_tokens=0))
     return replace(ctx, items=tuple(items))
 
 
