@@ -157,26 +157,17 @@ def paired_difference(results_a, results_b, metric: str, category: str = "overal
     cluster-bootstrap interval (each resample draws histories once and uses both methods' scores on them).
     ``win`` is "A" or "B" only when the interval excludes 0, else None. None when nothing is shared."""
     b_by = {r.history: {q.question_id: q for q in r.questions} for r in results_b}
-    sums, counts = [], []
+    clusters = []  # per shared history: the per-question differences A − B
     for ra in results_a:
         qb = b_by.get(ra.history)
         if qb is None:
             continue
-        d = [getattr(q, metric) - getattr(qb[q.question_id], metric) for q in ra.questions
-             if _in(category, q) and q.question_id in qb and getattr(q, metric) is not None
-             and getattr(qb[q.question_id], metric) is not None]
-        if d:
-            sums.append(sum(d))
-            counts.append(len(d))
-    if not counts:
+        clusters.append([getattr(q, metric) - getattr(qb[q.question_id], metric) for q in ra.questions
+                         if _in(category, q) and q.question_id in qb and getattr(q, metric) is not None
+                         and getattr(qb[q.question_id], metric) is not None])
+    clusters = [c for c in clusters if c]
+    if not clusters:
         return None
-    sums, counts = np.array(sums, float), np.array(counts, float)
-    mean = float(sums.sum() / counts.sum())
-    if len(sums) == 1:
-        lo = hi = mean
-    else:
-        picks = np.random.default_rng(seed).integers(0, len(sums), size=(n_boot, len(sums)))
-        boots = sums[picks].sum(1) / counts[picks].sum(1)
-        lo, hi = (float(x) for x in np.percentile(boots, [2.5, 97.5]))
+    mean, lo, hi = bootstrap_ci(clusters, n_boot=n_boot, seed=seed)  # the same cluster resampling, on differences
     win = "A" if lo > 0 else ("B" if hi < 0 else None)
-    return {"mean": mean, "lo": lo, "hi": hi, "n": int(counts.sum()), "histories": len(sums), "win": win}
+    return {"mean": mean, "lo": lo, "hi": hi, "n": sum(map(len, clusters)), "histories": len(clusters), "win": win}
