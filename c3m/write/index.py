@@ -230,8 +230,10 @@ class ActiveIndex:
 
     @staticmethod
     def over(usage, budget: WriteBudget) -> list[str]:
-        names = ("entries", "pages", "index_tokens", "index_bytes")
-        return [n for n, u, b in zip(names, usage, budget.as_tuple()) if u > b]
+        """The write-budget dimensions ``usage`` exceeds (the harness's ``IndexUse.over``, as a list)."""
+        from ..budget import IndexUse
+
+        return list(IndexUse(*usage).over(budget))
 
     # -- pages ---------------------------------------------------------------------------------
     def refresh_pages(self) -> None:
