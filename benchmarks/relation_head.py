@@ -32,7 +32,7 @@ from c3m.methods.c3m import _memo  # noqa: E402
 from c3m.models import make_text_embedder  # noqa: E402
 from c3m.models.relation_head import FeatureRelationHead  # noqa: E402
 from c3m.write.features import relation_features  # noqa: E402
-from c3m.write.index import normalize  # noqa: E402
+from c3m.index import normalize  # noqa: E402
 from c3m.write.units import Unit  # noqa: E402
 
 LABELS = ("same", "update", "distinct")

@@ -201,6 +201,39 @@ class Page:
     tokens: int = 0
 
 
+@dataclass(frozen=True)
+class VisualAnchor:
+    """Something seen in an image: an object (``label``) with an optional attribute and its box (a perception
+    backend's output; stored in the Cold Store's derived records)."""
+
+    label: str
+    attribute: str | None = None
+    value: str | None = None
+    score: float = 1.0
+    bbox: tuple[int, int, int, int] | None = None  # x0, y0, x1, y1 in pixels
+
+
+@dataclass(frozen=True)
+class ImagePerception:
+    """Write-time perception of one stored image of one Raw Node: a **derived record** in the Cold Store.
+
+    Immutable and keyed by (backend, version, node, source image): a new backend or version adds records, it
+    never rewrites old ones. ``crop`` is the grounded view: a **derived blob** cut from ``image`` around
+    ``crop_box`` (the object the turn's own text names, chosen query-blind at write time); it never replaces
+    the original. ``forget`` of the node redacts the record and deletes the crop.
+    """
+
+    node_id: str
+    image: ImageRef
+    backend: str
+    version: str
+    caption: str
+    anchors: tuple[VisualAnchor, ...] = ()
+    crop: ImageRef | None = None
+    crop_box: tuple[int, int, int, int] | None = None
+    crop_phrase: str | None = None
+
+
 class EvidenceForm(str, enum.Enum):
     """What form of a memory reaches the reader (HiVe-Mem vertical composition)."""
 

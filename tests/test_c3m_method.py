@@ -19,7 +19,7 @@ from c3m.config import MemoryConfig
 from c3m.errors import InvalidInput
 from c3m.memory import Memory
 from c3m.types import ReaderBudget, Session, Turn, WriteBudget, node_id_for
-from c3m.write.index import ActiveIndex
+from c3m.index import ActiveIndex
 
 T0 = datetime(2026, 2, 1, 8, 0)
 DELTA = 0.6

@@ -16,9 +16,10 @@ from c3m.memory import Memory
 from c3m.models.anchors import HeuristicAnchorExtractor, make_anchor_extractor
 from c3m.models.relation_head import FeatureRelationHead
 from c3m.types import Action, Provenance, RawNode, Relation, Session, Turn, WriteBudget, node_id_for
-from c3m.write import capacity, index as windex, ramu, units
+from c3m.index import active as windex
+from c3m.write import capacity, ramu, units
 from c3m.write.features import FEATURE_NAMES
-from c3m.write.index import ActiveIndex, IndexEntry, Version, decode_turns, encode_turns, normalize
+from c3m.index.active import ActiveIndex, IndexEntry, Version, decode_turns, encode_turns, normalize
 
 T0 = datetime(2026, 1, 1, 9, 0)
 

@@ -26,7 +26,7 @@ from ..models.summary import LeadSummarizer
 from ..read.bmer import BmerConfig, select
 from ..types import Context, RawNode, ReaderBudget
 from ..write.capacity import enforce
-from ..write.index import ActiveIndex, normalize
+from ..index.active import ActiveIndex, normalize
 from ..write.ramu import apply, decide, propose
 from ..write.units import Unit, describe_text, segment
 from .base import MemoryMethod, register

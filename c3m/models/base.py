@@ -1,12 +1,11 @@
 """Small protocols the write and read paths program against; backends live beside this file."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..types import Answer, Context, ImageRef, Relation
+from ..types import Answer, Context, ImageRef, Relation, VisualAnchor
 
 
 @runtime_checkable
@@ -56,17 +55,6 @@ class ImageEmbedder(Protocol):
     text_space: str | None
 
     def embed_images(self, images: Sequence[bytes]) -> np.ndarray: ...
-
-
-@dataclass(frozen=True)
-class VisualAnchor:
-    """Something seen in an image: an object (``label``) with an optional attribute and its box."""
-
-    label: str
-    attribute: str | None = None
-    value: str | None = None
-    score: float = 1.0
-    bbox: tuple[int, int, int, int] | None = None  # x0, y0, x1, y1 in pixels
 
 
 @runtime_checkable

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace, node_id_for
-from ..write.features import idf
-from ..write.index import ActiveIndex, IndexEntry
+from ..index.active import ActiveIndex, IndexEntry, idf
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,1 @@
-"""The write path: units, relation features, RAMU, the bounded active index and its capacity policy."""
+"""The write path: units, relation features, RAMU, and the capacity policy (the active index itself lives in ``c3m.index``)."""

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from ..errors import C3MError
 from ..types import Relation, WriteBudget
-from .features import idf, relation_features
-from .index import MAX_STATES, ActiveIndex, IndexEntry, merge_pointers, normalize
+from .features import relation_features
+from ..index.active import MAX_STATES, ActiveIndex, idf, IndexEntry, merge_pointers, normalize
 from .units import Unit
 
 MAX_COMPACT = 3

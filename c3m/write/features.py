@@ -21,17 +21,11 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+from ..index.active import idf
 from .units import Unit
 
 FEATURE_NAMES = ("sim", "entity", "entity_jaccard", "state_same", "state_new", "change", "again", "another",
                  "novelty", "time", "has_image", "text_image")
-
-
-def idf(key: str, df: Mapping[str, int], n_docs: int) -> float:
-    """IDF without the usual +1, so words in a large share of units ("plan", "update") weigh almost
-    nothing; one phantom unit that holds no key keeps every weight above 0 (in a young index a key can be
-    in every unit so far)."""
-    return math.log((2 + n_docs) / (1 + min(df.get(key, 0), n_docs)))
 
 
 def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> dict[str, float]:

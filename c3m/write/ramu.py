@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..types import Action, Relation, WriteBudget
-from .features import idf, relation_features
-from .index import MAX_ENTITIES, MAX_STATES, ActiveIndex, IndexEntry, IndexPage, Version, merge_pointers, normalize
+from .features import relation_features
+from ..index.active import MAX_ENTITIES, MAX_STATES, ActiveIndex, idf, IndexEntry, IndexPage, Version, merge_pointers, normalize
 from .units import Unit
 
 

@@ -20,13 +20,22 @@ frequencies included).
 from __future__ import annotations
 
 import base64
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Mapping
 
 import numpy as np
 
 from ..types import WriteBudget, node_id_for
+
+def idf(key: str, df: Mapping[str, int], n_docs: int) -> float:
+    """IDF without the usual +1, so words in a large share of units ("plan", "update") weigh almost
+    nothing; one phantom unit that holds no key keeps every weight above 0 (in a young index a key can be
+    in every unit so far)."""
+    return math.log((2 + n_docs) / (1 + min(df.get(key, 0), n_docs)))
+
 
 MAX_ENTITIES = 12      # entity keys kept per entry (most frequent)
 MAX_STATES = 8         # current attribute values kept per entry
