@@ -14,7 +14,7 @@ import numpy as np
 
 from ..models import Models
 from ..store import ColdStore, text_sha256
-from ..types import Context, RawNode, ReaderBudget, WriteBudget
+from ..types import Context, ImagePerception, RawNode, ReaderBudget, WriteBudget, node_id_for
 
 #: Every method name the project uses (CLI ``--method``); ``available_methods()`` says which exist today.
 METHOD_NAMES = ("c3m", "c3m-paper", "hivemem", "dense-topk", "bm25", "hybrid", "full-context", "summary-only", "resum",
@@ -24,9 +24,13 @@ _REGISTRY: dict[str, type["MemoryMethod"]] = {}
 VECTOR_MEMO_ITEMS = 200_000
 
 
-def node_text(node: RawNode) -> str:
-    """What is embedded for a node: its text, or a marker for image-only turns."""
-    return node.text if node.text.strip() else ("[image]" if node.images else "[empty]")
+def node_text(node: RawNode, captions: str = "", neighbour: str = "") -> str:
+    """What is embedded for a node: its text and its images' captions (derived records); an image-only turn
+    without captions gets the turn before it (``[image] <that text>``), an empty turn a marker."""
+    text = " ".join(t for t in (node.text.strip(), captions.strip()) if t)
+    if text:
+        return text
+    return f"[image] {neighbour.strip()}".strip() if node.images else "[empty]"
 
 
 class MemoryMethod(ABC):
@@ -44,16 +48,18 @@ class MemoryMethod(ABC):
         self.write_budget = write_budget
         self.options = dict(options or {})
         self._vector_memo: dict[str, np.ndarray] = {}
+        self._perception_memo: dict[str, list[ImagePerception]] = {}
+        self._pending: dict[str, RawNode] = {}  # the session being prepared (not in the store yet)
 
-    def node_vectors(self, nodes: Sequence[RawNode]) -> np.ndarray:
-        """The Raw Nodes' shared text embeddings [n, dim]: every method reads the same vectors, cached in the
-        store by (embedder, content hash) and memoised in this process; only texts never seen are embedded."""
+    def text_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Shared text embeddings [n, dim] of any texts (summaries, anchors, node texts): cached in the store by
+        (embedder, content hash) and memoised in this process; only texts never seen are embedded."""
         emb = self.models.text_embedder
-        hashes = [text_sha256(node_text(n)) for n in nodes]
+        hashes = [text_sha256(t) for t in texts]
         missing = [h for h in dict.fromkeys(hashes) if h not in self._vector_memo]
         if missing:
             got = self.store.get_vectors(emb.name, missing)
-            todo = {h: node_text(n) for h, n in zip(hashes, nodes) if h in missing and h not in got}
+            todo = {h: t for h, t in zip(hashes, texts) if h in missing and h not in got}
             if todo:
                 fresh = dict(zip(todo, emb.embed(list(todo.values()))))
                 self.store.put_vectors(emb.name, fresh)
@@ -63,6 +69,54 @@ class MemoryMethod(ABC):
             self._vector_memo.update(got)
         return (np.stack([self._vector_memo[h] for h in hashes]).astype(np.float32) if hashes
                 else np.zeros((0, emb.dim), np.float32))
+
+    def node_vectors(self, nodes: Sequence[RawNode]) -> np.ndarray:
+        """The Raw Nodes' shared embeddings [n, dim]: every method reads the same vectors (``embedding_texts``)."""
+        return self.text_vectors(self.embedding_texts(nodes))
+
+    # -- perception (derived records) ------------------------------------------------------------
+    def remember_perception(self, records: dict[str, list[ImagePerception]]) -> None:
+        """Perception of nodes not yet committed (``Memory.add_session`` computes it before the write lock)."""
+        if len(self._perception_memo) > VECTOR_MEMO_ITEMS:
+            self._perception_memo.clear()
+        self._perception_memo.update(records)
+
+    def perception(self, nodes: Sequence[RawNode]) -> dict[str, list[ImagePerception]]:
+        """{node_id: derived perception records} for the nodes with images, from this process's memo or the Cold
+        Store (backend = the configured perception backend, when there is one)."""
+        want = [n.node_id for n in nodes if n.images and n.node_id not in self._perception_memo]
+        if want and hasattr(self.store, "perceptions"):  # TEMP until the store lands derived records
+            p = self.models.perception
+            got = self.store.perceptions(want, backend=p.name if p is not None else None,
+                                         version=p.version if p is not None else None)
+            for nid in want:
+                self._perception_memo[nid] = got.get(nid, [])
+        return {n.node_id: self._perception_memo.get(n.node_id, []) for n in nodes if n.images}
+
+    def embedding_texts(self, nodes: Sequence[RawNode]) -> list[str]:
+        """What is embedded for each node (``node_text``): its text plus its images' captions; an image-only
+        turn without perception is embedded with the text of the turn before it, so it stays findable."""
+        seen = self.perception(nodes) if any(n.images for n in nodes) else {}
+        out = []
+        for n in nodes:
+            caps = " ".join(f"[image: {r.caption}]" for r in seen.get(n.node_id, []) if r.caption)
+            neighbour = self._neighbour_text(n) if n.images and not n.text.strip() and not caps else ""
+            out.append(node_text(n, caps, neighbour))
+        return out
+
+    def _neighbour_text(self, node: RawNode) -> str:
+        if node.turn_index == 0:
+            return ""
+        nid = node_id_for(node.provenance.namespace, node.session_id, node.turn_index - 1)
+        prev = self._pending.get(nid) or self.store.get_nodes([nid]).get(nid)
+        return prev.text if prev is not None else ""
+
+    def begin_session(self, nodes: Sequence[RawNode], perception: dict[str, list[ImagePerception]] | None = None) -> None:
+        """Called by ``Memory`` before ``prepare``: the new session's nodes and their perception records, which
+        the store will hold only once the session commits."""
+        self._pending = {n.node_id: n for n in nodes}
+        if perception:
+            self.remember_perception(perception)
 
     def prepare(self, nodes: Sequence[RawNode]) -> None:
         """Optional slow work before the write lock is taken (e.g. embed and cache the new texts)."""

@@ -162,6 +162,10 @@ class Models:
     text_embedder: TextEmbedder
     token_counter: TokenCounter
     answerer: Answerer
+    #: write-time perception (captions, visual anchors, grounding boxes -> derived records); None = ``none``
+    perception: Extractor | None = None
+    #: image vectors for RAMU's text–image agreement; None = ``none``
+    image_embedder: ImageEmbedder | None = None
 
     @classmethod
     def from_names(cls, text_embedder: str = "auto", token_counter: str = "auto", answerer: str = "extractive"):
