@@ -4,10 +4,18 @@ Immutability is enforced by the schema itself, not by convention: triggers refus
 session, Raw Node or image row and every UPDATE, except one narrow case — redaction by ``forget``,
 which is only accepted when the node's id was first written to the append-only ``forget_log`` and the
 update does nothing but blank the content and set ``redacted``.
+
+Derived perception (``derived_records``: a backend's caption, visual anchors and grounded-crop box for one
+stored image of one Raw Node; ``derived_blobs``: the grounded crops, content-addressed in ``blobs/`` beside
+the originals) is just as immutable: keyed by (backend, version, node, source image), a new backend or
+version adds rows and never rewrites old ones; only a logged ``forget`` of the node may redact them.
+
+Schema v2 added the two derived tables (a v1 store is upgraded in place on open; v1 code refuses a v2 store,
+whose ``forget`` would not know to redact derived records).
 """
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -107,6 +115,43 @@ CREATE TABLE IF NOT EXISTS extraction_cache (
     PRIMARY KEY (backend, version, kind, input_sha256)
 );
 
+CREATE TABLE IF NOT EXISTS derived_records (
+    namespace    TEXT    NOT NULL,
+    node_id      TEXT    NOT NULL REFERENCES raw_nodes (node_id),
+    position     INTEGER NOT NULL,              -- the source image's position in the node
+    sha256       TEXT    NOT NULL,              -- of the source image (one of the node's node_images)
+    backend      TEXT    NOT NULL,              -- extractor name
+    version      TEXT    NOT NULL,              -- extractor version
+    caption      TEXT    NOT NULL,
+    anchors      TEXT    NOT NULL,              -- JSON list of VisualAnchor dicts
+    crop_sha256  TEXT,                          -- grounded crop (a derived_blobs row), NULL when none
+    crop_box     TEXT,                          -- JSON [x0, y0, x1, y1] in source pixels
+    crop_phrase  TEXT,                          -- what the crop shows (chosen from the turn's own text)
+    redacted     INTEGER NOT NULL DEFAULT 0,
+    created_at   TEXT    NOT NULL,
+    PRIMARY KEY (backend, version, node_id, sha256)
+);
+CREATE INDEX IF NOT EXISTS derived_records_by_node ON derived_records (node_id, position);
+CREATE INDEX IF NOT EXISTS derived_records_by_crop ON derived_records (crop_sha256);
+
+CREATE TABLE IF NOT EXISTS derived_blobs (
+    sha256        TEXT    NOT NULL,             -- of the crop's bytes (its name in blobs/)
+    node_id       TEXT    NOT NULL REFERENCES raw_nodes (node_id),
+    source_sha256 TEXT    NOT NULL,             -- the original image it was cut from
+    namespace     TEXT    NOT NULL,
+    kind          TEXT    NOT NULL,             -- 'grounded_crop'
+    box           TEXT    NOT NULL,             -- JSON [x0, y0, x1, y1] in source pixels
+    backend       TEXT    NOT NULL,
+    version       TEXT    NOT NULL,
+    mime          TEXT    NOT NULL,
+    width         INTEGER NOT NULL,
+    height        INTEGER NOT NULL,
+    nbytes        INTEGER NOT NULL,
+    redacted      INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (sha256, node_id, source_sha256)
+);
+CREATE INDEX IF NOT EXISTS derived_blobs_by_node ON derived_blobs (node_id);
+
 CREATE TRIGGER IF NOT EXISTS sessions_no_delete BEFORE DELETE ON sessions
 BEGIN SELECT RAISE(ABORT, 'sessions are append-only: DELETE refused'); END;
 CREATE TRIGGER IF NOT EXISTS sessions_no_update BEFORE UPDATE ON sessions
@@ -132,6 +177,29 @@ WHEN NOT (OLD.redacted = 0 AND NEW.redacted = 1
           AND NEW.nbytes = OLD.nbytes
           AND EXISTS (SELECT 1 FROM forget_log f WHERE f.node_id = OLD.node_id))
 BEGIN SELECT RAISE(ABORT, 'node_images are append-only: UPDATE refused (only a logged forget() may redact)'); END;
+
+CREATE TRIGGER IF NOT EXISTS derived_records_no_delete BEFORE DELETE ON derived_records
+BEGIN SELECT RAISE(ABORT, 'derived_records are append-only: DELETE refused (use forget() to redact)'); END;
+CREATE TRIGGER IF NOT EXISTS derived_records_no_update BEFORE UPDATE ON derived_records
+WHEN NOT (OLD.redacted = 0 AND NEW.redacted = 1 AND NEW.caption = '' AND NEW.anchors = '[]'
+          AND NEW.crop_phrase IS NULL
+          AND NEW.namespace = OLD.namespace AND NEW.node_id = OLD.node_id AND NEW.position = OLD.position
+          AND NEW.sha256 = OLD.sha256 AND NEW.backend = OLD.backend AND NEW.version = OLD.version
+          AND NEW.crop_sha256 IS OLD.crop_sha256 AND NEW.crop_box IS OLD.crop_box
+          AND NEW.created_at = OLD.created_at
+          AND EXISTS (SELECT 1 FROM forget_log f WHERE f.node_id = OLD.node_id))
+BEGIN SELECT RAISE(ABORT, 'derived_records are append-only: UPDATE refused (only a logged forget() may redact)'); END;
+
+CREATE TRIGGER IF NOT EXISTS derived_blobs_no_delete BEFORE DELETE ON derived_blobs
+BEGIN SELECT RAISE(ABORT, 'derived_blobs are append-only: DELETE refused (use forget() to redact)'); END;
+CREATE TRIGGER IF NOT EXISTS derived_blobs_no_update BEFORE UPDATE ON derived_blobs
+WHEN NOT (OLD.redacted = 0 AND NEW.redacted = 1
+          AND NEW.sha256 = OLD.sha256 AND NEW.node_id = OLD.node_id AND NEW.source_sha256 = OLD.source_sha256
+          AND NEW.namespace = OLD.namespace AND NEW.kind = OLD.kind AND NEW.box = OLD.box
+          AND NEW.backend = OLD.backend AND NEW.version = OLD.version AND NEW.mime = OLD.mime
+          AND NEW.width = OLD.width AND NEW.height = OLD.height AND NEW.nbytes = OLD.nbytes
+          AND EXISTS (SELECT 1 FROM forget_log f WHERE f.node_id = OLD.node_id))
+BEGIN SELECT RAISE(ABORT, 'derived_blobs are append-only: UPDATE refused (only a logged forget() may redact)'); END;
 
 CREATE TRIGGER IF NOT EXISTS forget_log_no_delete BEFORE DELETE ON forget_log
 BEGIN SELECT RAISE(ABORT, 'forget_log is an audit log: DELETE refused'); END;

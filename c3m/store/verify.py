@@ -1,4 +1,5 @@
-"""``verify`` (fsck): prove a store is intact — every blob hash, every pointer, every session.
+"""``verify`` (fsck): prove a store is intact — every blob hash, every pointer, every session, and the
+provenance of every derived perception record and grounded crop back to its source image and Raw Node.
 
 Errors mean data is damaged or inconsistent; warnings are harmless leftovers of an interrupted write
 (orphan blobs written before a transaction that never committed, stale temp files).
@@ -33,7 +34,8 @@ class VerifyReport:
 
 
 def verify_store(store: ColdStore, *, check_blob_hashes: bool = True, max_messages: int = 50) -> VerifyReport:
-    """Check SQLite integrity, session/node consistency, image blobs and snapshot pointers."""
+    """Check SQLite integrity, session/node consistency, derived records, image and crop blobs and snapshot
+    pointers."""
     rep = VerifyReport()
     q = store.conn.execute
 
@@ -79,16 +81,85 @@ def verify_store(store: ColdStore, *, check_blob_hashes: bool = True, max_messag
             err(f"node {r['node_id']}: content hash mismatch (text or images changed)")
     rep.counts["raw_nodes"] = n_nodes
 
-    # Image blobs: present and hashing to their name; unreferenced blobs are orphans (warning).
-    referenced = {r[0] for r in q("SELECT DISTINCT sha256 FROM node_images WHERE redacted=0")}
-    for sha in sorted(referenced):
+    # Derived perception: every live record reaches a live image of its own node, and its crop a derived blob
+    # cut from that same image of that node; redacted ones are blank and logged.
+    nodes_by_id = {r[0]: (r[1], bool(r[2])) for r in q("SELECT node_id, namespace, redacted FROM raw_nodes")}
+    image_at = {(r[0], r[1]): r[2] for r in q("SELECT node_id, position, sha256 FROM node_images WHERE redacted=0")}
+    images_of: dict[str, set[str]] = {}
+    for (nid, _), sha in image_at.items():
+        images_of.setdefault(nid, set()).add(sha)
+    forgotten = {r[0] for r in q("SELECT DISTINCT node_id FROM forget_log")}
+    live_crops = {(r[0], r[1], r[2]) for r in q("SELECT sha256, node_id, source_sha256 FROM derived_blobs"
+                                                " WHERE redacted=0")}
+
+    def check_source(tag: str, namespace: str, node_id: str) -> bool:
+        node = nodes_by_id.get(node_id)
+        if node is None:
+            err(f"{tag}: node {node_id} does not exist")
+        elif node[0] != namespace:
+            err(f"{tag}: node {node_id} is in namespace {node[0]!r}, not {namespace!r}")
+        elif node[1]:
+            err(f"{tag}: node {node_id} is redacted but its derived data is not (forget missed it)")
+        else:
+            return True
+        return False
+
+    n_derived = 0
+    for d in q("SELECT namespace, node_id, position, sha256, backend, version, caption, anchors, crop_sha256,"
+               " crop_phrase, redacted FROM derived_records ORDER BY node_id, position, backend, version").fetchall():
+        n_derived += 1
+        tag = f"derived record {d['backend']}@{d['version']} of {d['node_id']}#{d['position']}"
+        if d["redacted"]:
+            if d["caption"] != "" or d["anchors"] != "[]" or d["crop_phrase"] is not None:
+                err(f"{tag}: redacted but caption/anchors not blank")
+            if d["node_id"] not in forgotten:
+                err(f"{tag}: redacted without a forget_log record")
+            continue
+        if not check_source(tag, d["namespace"], d["node_id"]):
+            continue
+        if image_at.get((d["node_id"], d["position"])) != d["sha256"]:
+            err(f"{tag}: source image {d['sha256'][:12]}… is not image #{d['position']} of its node")
+        try:
+            anchors = json.loads(d["anchors"])
+            if not isinstance(anchors, list):
+                raise ValueError
+        except ValueError:
+            err(f"{tag}: anchors are not a JSON list")
+        if d["crop_sha256"] is not None and (d["crop_sha256"], d["node_id"], d["sha256"]) not in live_crops:
+            err(f"{tag}: crop {d['crop_sha256'][:12]}… has no derived blob row linking it to this node and source")
+    rep.counts["derived_records"] = n_derived
+
+    n_dblobs = 0
+    for b in q("SELECT sha256, node_id, source_sha256, namespace, redacted FROM derived_blobs"
+               " ORDER BY sha256, node_id").fetchall():
+        n_dblobs += 1
+        tag = f"derived blob {b['sha256'][:12]}… of {b['node_id']}"
+        if b["redacted"]:
+            if b["node_id"] not in forgotten:
+                err(f"{tag}: redacted without a forget_log record")
+            continue
+        live = check_source(tag, b["namespace"], b["node_id"])
+        if live and b["source_sha256"] not in images_of.get(b["node_id"], ()):
+            err(f"{tag}: source image {b['source_sha256'][:12]}… is not one of its node's images")
+    rep.counts["derived_blobs"] = n_dblobs
+
+    # Image and crop blobs: present and hashing to their name; unreferenced blobs are orphans (warning).
+    def check_blob(sha: str, what: str) -> None:
         problem = store.blobs.check(sha) if check_blob_hashes else (None if store.blobs.exists(sha) else "missing")
         if problem:
-            err(f"blob {sha}: {problem}")
+            err(f"{what} {sha}: {problem}")
+
+    referenced = {r[0] for r in q("SELECT DISTINCT sha256 FROM node_images WHERE redacted=0")}
+    for sha in sorted(referenced):
+        check_blob(sha, "blob")
     rep.counts["blobs"] = len(referenced)
+    crop_blobs = {sha for sha, _, _ in live_crops}
+    for sha in sorted(crop_blobs - referenced):
+        check_blob(sha, "crop blob")
+    referenced |= crop_blobs
     orphans = [d for d in store.blobs.iter_digests() if d not in referenced]
     if orphans:
-        rep.warnings.append(f"{len(orphans)} orphan blob(s) not referenced by any node (left by an interrupted "
+        rep.warnings.append(f"{len(orphans)} orphan blob(s) not referenced by any node or crop (left by an interrupted "
                             "ingest or by forget); harmless")
     temps = store.blobs.leftover_temp_files()
     if temps:
