@@ -3,12 +3,18 @@
 **Reader budget** (``measure_context``): a context's use is recomputed from its items, never read from the
 method's ``Context.use``:
 
-- *Raw Nodes*: distinct ``node_id``s of the items, each looked up in the Cold Store; an item that is not a
-  stored, unredacted Raw Node of the namespace is a problem (fabricated or foreign evidence).
-- *images*: distinct image hashes shown; a raw-text or raw-image item may only show its own node's images.
+- *Raw Nodes*: distinct ``node_id``s of the items that show a node **raw** (raw text or raw image), each
+  looked up in the Cold Store. Every item, raw or derived, must name a stored, unredacted Raw Node of the
+  namespace (its provenance), else it is a problem (fabricated or foreign evidence).
+- *images*: distinct image hashes shown, grounded crops included. A raw-text or raw-image item may only show
+  its own node's images; a grounded-crop item only crops that are derived blobs of its own node's images
+  (``derived_blob`` lookup); a summary or caption item shows no image.
 - *text tokens*: every item's text recounted with the configured counter. A raw-text item must show its
   node's stored text exactly; derived evidence (summary, caption, grounded crop) is charged as what it is:
-  its own text tokens (a crop also as an image).
+  its own text tokens (a crop also as an image). Derived forms are compact views, so they do not take a
+  Raw-Node slot (HiVe-Mem's vertical composition), but the metrics do not count a summary as evidence.
+- *image tokens* (reported, not a budget dimension): every distinct image's cost under the configured
+  image-token model (``c3m.models.tokens.image_tokens``); context tokens = text tokens + image tokens.
 - *pages*: the distinct pages the route trace says were read (methods without pages charge none).
 
 A context over budget on any dimension, or with a problem, is a **violation**: ``Memory.retrieve`` raises
@@ -41,6 +47,11 @@ class Measured:
     use: BudgetUse
     over: tuple[str, ...]        # budget dimensions exceeded
     problems: tuple[str, ...]    # items that are not what they claim (not a stored node, altered text, ...)
+    image_tokens: int = 0        # what the shown images cost the answerer (reported beside the budget)
+
+    @property
+    def context_tokens(self) -> int:
+        return self.use.text_tokens + self.image_tokens
 
     @property
     def violation(self) -> str | None:
@@ -49,31 +60,46 @@ class Measured:
 
 
 def measure_context(ctx: Context, budget: ReaderBudget, get_nodes: Callable, namespace: str,
-                    count: Callable[[str], int]) -> Measured:
-    """Recompute ``ctx``'s use from its items (module docstring). ``get_nodes(ids) -> {id: RawNode}``."""
+                    count: Callable[[str], int], *, derived_blob: Callable[[str], dict | None] | None = None,
+                    image_token_model: str = "qwen2-vl") -> Measured:
+    """Recompute ``ctx``'s use from its items (module docstring). ``get_nodes(ids) -> {id: RawNode}``;
+    ``derived_blob(sha) -> {node_id(s), source_sha256, ...} | None`` verifies grounded crops."""
+    from .models.tokens import image_tokens
+
     stored = get_nodes([i.node_id for i in ctx.items]) if ctx.items else {}
     problems: list[str] = []
-    nodes, images, tokens = set(), set(), 0
+    nodes, images, tokens = set(), {}, 0
     for item in ctx.items:
         node = stored.get(item.node_id)
         if node is None or node.provenance.namespace != namespace or node.redacted:
             why = "not in the store" if node is None else ("redacted" if node.redacted else "another namespace")
             problems.append(f"item {item.node_id}: {why}")
             continue
-        nodes.add(item.node_id)
         own = {im.sha256 for im in node.images}
         if item.form in _RAW_FORMS:
+            nodes.add(item.node_id)
             if item.form is EvidenceForm.RAW_TEXT and item.text != node.text:
                 problems.append(f"item {item.node_id}: raw_text differs from the stored Raw Node")
             foreign = [im.sha256[:12] for im in item.images if im.sha256 not in own]
             if foreign:
                 problems.append(f"item {item.node_id}: shows images not of its node ({', '.join(foreign)})")
-        images.update(im.sha256 for im in item.images)
+        elif item.form is EvidenceForm.GROUNDED_CROP:
+            for im in item.images:
+                rec = derived_blob(im.sha256) if derived_blob is not None else None
+                owners = set(rec.get("node_ids", [rec.get("node_id")])) if rec else set()
+                if rec is None or item.node_id not in owners or rec.get("source_sha256") not in own:
+                    problems.append(f"item {item.node_id}: crop {im.sha256[:12]} is not a derived blob of its node's "
+                                    "images")
+        elif item.images:
+            problems.append(f"item {item.node_id}: a {item.form.value} item shows images")
+        for im in item.images:
+            images[im.sha256] = im
         tokens += count(item.text) if item.text else 0
     pages = len({p for p, _ in ctx.trace.pages})
     use = BudgetUse(pages, len(nodes), len(images), tokens)
     over = tuple(d for d, u, b in zip(DIMENSIONS, use.as_tuple(), budget.as_tuple()) if u > b)
-    return Measured(use, over, tuple(problems))
+    itoks = sum(image_tokens(im.width, im.height, image_token_model) for im in images.values())
+    return Measured(use, over, tuple(problems), itoks)
 
 
 def check_context(measured: Measured, method: str) -> None:

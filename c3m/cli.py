@@ -430,9 +430,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workers", type=int, default=1, help="parallel worker processes over histories")
     sp.add_argument("--limit", type=int, help="only the first N histories of each dataset")
     sp.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    sp.add_argument("--perception", choices=("oracle", "scene-encoder"),
-                    help="with --judge: captions of context images for a text-only answerer (oracle = the "
-                         "synthetic dataset's hidden ground truth, named as such in the report)")
+    sp.add_argument("--perception",
+                    help="write-time perception for every method: none (default), oracle (the synthetic dataset's "
+                         "hidden ground truth, named as such in the report), scene-encoder (synthetic domain "
+                         "only), local:PATH (a VLM folder) or api; captions, visual anchors and grounded crops "
+                         "become derived records; with --judge a text-only answerer also reads the captions")
     sp.add_argument("--judge", choices=("em", "f1", "contains", "api"),
                     help="also answer each question (configured answerer) and judge it: exact match, token F1, "
                          "gold-contained-in-prediction, or an LLM judge at $C3M_API_BASE_URL")

@@ -29,6 +29,14 @@ class MemoryConfig:
     text_embedder: str = "auto"
     token_counter: str = "auto"
     answerer: str = "extractive"
+    #: write-time perception backend (captions, visual anchors, grounded crops -> derived records):
+    #: ``none``, ``oracle:DATASET`` (synthetic ground truth, labelled), ``scene-encoder`` (synthetic domain
+    #: only), ``local:PATH`` (a transformers VLM folder), ``api`` (an OpenAI-compatible endpoint)
+    perception: str = "none"
+    #: image vectors for RAMU's text–image agreement: ``none``, ``scene-encoder``, ``local:PATH`` (CLIP/SigLIP)
+    image_embedder: str = "none"
+    #: how the harness and the reader price an image in tokens (``c3m.models.tokens.image_tokens``)
+    image_token_model: str = "qwen2-vl"
     write_budget: WriteBudget = field(default_factory=WriteBudget)
     reader_budget: ReaderBudget = field(default_factory=ReaderBudget)
     max_image_bytes: int = 20 * 1024 * 1024

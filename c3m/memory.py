@@ -46,7 +46,8 @@ class Memory:
         cls = method_class(self.config.method)
         self.store = ColdStore(path)
         self.models = models or Models.from_names(self.config.text_embedder, self.config.token_counter,
-                                                  self.config.answerer)
+                                                  self.config.answerer, self.config.perception,
+                                                  self.config.image_embedder, store=self.store)
         self.method: MemoryMethod = cls(self.store, self.namespace, self.models,
                                         write_budget=self.config.write_budget, options=self.config.method_options)
         self._version: int | None = None  # seq of the last session folded into self.method
@@ -117,13 +118,17 @@ class Memory:
     def add_session(self, session: Session) -> AddResult:
         """Store a session's Raw Nodes and images and fold it into the index — atomically."""
         prepared = self.store.prepare_session(self.namespace, session, max_image_bytes=self.config.max_image_bytes)
-        self.method.prepare(prepared.nodes)  # slow work (embedding) outside the write lock
+        percepts = self._perceive(prepared.nodes)  # slow work (perception, embedding) outside the write lock
+        self.method.begin_session(prepared.nodes, _by_node(percepts))
+        self.method.prepare(prepared.nodes)
         images = sum(len(n.images) for n in prepared.nodes)
         try:
             with self.store.transaction():
                 rec, created = self.store.insert_session(prepared)
                 if not created:
                     return AddResult(rec.session_id, rec.seq, False, len(prepared.nodes), images)
+                if percepts:
+                    self.store.put_perceptions(self.namespace, percepts)  # derived records commit with the session
                 self._catch_up_locked(upto=rec.seq - 1)
                 actions = self.method.observe(rec.session_id, prepared.nodes)
                 self._commit_snapshot(rec.seq, rec.session_id, actions)
@@ -131,6 +136,17 @@ class Memory:
             self._version = None  # in-memory index may hold uncommitted changes: reload on next use
             raise
         return AddResult(rec.session_id, rec.seq, True, len(prepared.nodes), images, tuple(actions))
+
+    def _perceive(self, nodes: Sequence[RawNode]):
+        """The perception backend's derived records for the new nodes' images (none without a backend)."""
+        if self.models.perception is None or not any(n.images for n in nodes):
+            return []
+        from .write.perception import perceive
+
+        return perceive(nodes, self.models.perception, self._image_bytes)
+
+    def _image_bytes(self, ref) -> bytes:
+        return self.store.image_bytes(ref)
 
     def add_history(self, history: History, *, progress: bool = False) -> list[AddResult]:
         """Add a history's sessions in order (its questions are never shown to the write path)."""
@@ -167,7 +183,8 @@ class Memory:
     def measure(self, ctx: Context, budget: ReaderBudget | None = None) -> Measured:
         """What ``ctx`` really uses of ``budget``, recomputed from the store (``c3m.budget``)."""
         return measure_context(ctx, budget or self.config.reader_budget, self.store.get_nodes, self.namespace,
-                               self.models.token_counter.count)
+                               self.models.token_counter.count, derived_blob=self.store.derived_blob,
+                               image_token_model=self.config.image_token_model)
 
     def ask(self, question: str, budget: ReaderBudget | None = None) -> Answer:
         """Retrieve, then answer from the context only."""
@@ -192,6 +209,13 @@ class Memory:
 
     def verify(self) -> VerifyReport:
         return verify_store(self.store)
+
+
+def _by_node(percepts) -> dict:
+    out: dict = {}
+    for rec, _ in percepts:
+        out.setdefault(rec.node_id, []).append(rec)
+    return out
 
 
 def _progress(items, enabled: bool, desc: str):

@@ -74,12 +74,12 @@ def _check_reads(mem: Memory, questions=QUESTIONS, budgets=READER_BUDGETS) -> No
         for b in budgets:
             ctx = mem.retrieve(q, b)
             assert ctx.use.fits(b), (q, b, ctx.use)
-            assert ctx.use.raw_nodes == len(ctx.items)
+            assert ctx.use.raw_nodes == len({i.node_id for i in ctx.items if i.form.value in ("raw_text", "raw_image")})
             assert ctx.use.images == sum(len(i.images) for i in ctx.items)
             keys = [(i.provenance.time, i.provenance.session_id, i.provenance.turn_index) for i in ctx.items]
             assert keys == sorted(keys), "context items must be in time order"
             assert set(ctx.trace.selected_nodes) <= set(ctx.trace.expanded_nodes)
-            assert list(ctx.trace.selected_nodes) == [i.node_id for i in ctx.items]
+            assert list(ctx.trace.selected_nodes) == list(dict.fromkeys(i.node_id for i in ctx.items))
             assert {i.node_id for i in ctx.items} <= mem.method.pointers()
             if b.pages == 0:
                 assert ctx.items == ()
@@ -303,7 +303,7 @@ def test_invalid_options_are_named(store_path, models, options, field):
 def test_valid_options_are_accepted(store_path, models):
     opts = {"delta": 0.0, "candidates": 2, "unit_tokens": 64, "gamma": 0.2, "entries_k": 3, "pool": 8}
     with Memory(store_path, "u", config=MemoryConfig(method="c3m", method_options=opts), models=models) as mem:
-        assert mem.method.read_cfg.entries_k == 3 and mem.method.opts["delta"] == 0.0
+        assert mem.method.read_cfg.entries_k == 3 and mem.method.cfg.delta == 0.0
 
 
 def test_describe_shows_usage_pages_and_the_update_chain(store_path, models):

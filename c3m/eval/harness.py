@@ -66,12 +66,14 @@ def _append(path: Path, result: HistoryResult) -> None:
 
 
 @lru_cache(maxsize=4)
-def _models(text_embedder: str, token_counter: str, answerer: str):
-    """One set of loaded models per worker process."""
+def _models(text_embedder: str, token_counter: str, answerer: str, perception: str = "none",
+            image_embedder: str = "none"):
+    """One set of loaded models per worker process (the oracle's scene table is read here, before any guarded
+    write phase; its outputs are pure functions of the image bytes)."""
     from ..models import Models
     from ..models.memo import MemoEmbedder
 
-    models = Models.from_names(text_embedder, token_counter, answerer)
+    models = Models.from_names(text_embedder, token_counter, answerer, perception, image_embedder)
     models.text_embedder = MemoEmbedder(models.text_embedder, max_items=200_000)  # shared across histories
     return models
 
@@ -99,20 +101,20 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-@lru_cache(maxsize=8)
-def _perception(name: str | None, dataset_root: str):
-    from ..models import make_extractor
-
-    return make_extractor(name, dataset_dir=dataset_root) if name else None
+def resolve_perception(name: str, dataset_root: str | Path) -> str:
+    """``oracle`` means the oracle of the dataset being replayed."""
+    return f"oracle:{Path(dataset_root).resolve()}" if name == "oracle" else name
 
 
 def _replay_job(history: History, store: str, config: MemoryConfig, budget: ReaderBudget | None, length: str,
                 guard: tuple[str, ...], judge: str | None, perception: str | None = None,
                 questions_file: str | None = None) -> HistoryResult:
     shutil.rmtree(store, ignore_errors=True)  # unfinished before: start this history from scratch
-    models = _models(config.text_embedder, config.token_counter, config.answerer)
+    config = replace(config, perception=resolve_perception(config.perception, guard[0]))
+    models = _models(config.text_embedder, config.token_counter, config.answerer, config.perception,
+                     config.image_embedder)
     return replay_history(history, store, config=config, models=models, budget=budget, length=length,
-                          guard_paths=guard, judge=_judge(judge), perception=_perception(perception, guard[0]),
+                          guard_paths=guard, judge=_judge(judge), perception=models.perception,
                           questions_file=questions_file)
 
 
@@ -133,14 +135,18 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
     (the dataset folder and the question files are guarded, see ``replay``).
 
     With ``judge`` (``em``, ``f1``, ``api``) the configured answerer also answers each question and the
-    judge scores it (``judged_acc``); with ``perception`` (``oracle``, ``scene-encoder``) a text-only answerer
-    also reads each context image's caption from that extractor (charged to the reader budget)."""
+    judge scores it (``judged_acc``). ``perception`` (``none``, ``oracle`` = the replayed dataset's hidden scene
+    graphs, ``scene-encoder``, ``local:PATH``, ``api``) overrides ``config.perception``: the write path's
+    perception backend for every method (captions, visual anchors, grounded crops as derived records), whose
+    captions a text-only answerer also reads for context images that carry none (charged)."""
     from tqdm import tqdm
 
     from ..dataset import load_dataset
 
     out = Path(out)
     config = config or MemoryConfig()
+    if perception is not None:
+        config = replace(config, perception=perception)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     suffix = f".rank{rank}" if world > 1 else ""
     everything: dict[str, dict[str, list[HistoryResult]]] = {}

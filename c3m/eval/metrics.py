@@ -5,7 +5,11 @@ Every number is the harness's own measurement (``c3m.budget``), never the method
 - **Route-Hit**: 1 iff some gold evidence turn is in the **candidate pool the method handed to its final
   selection** (``RouteTrace.pool``, united with the selected items), one definition for every method; the
   pool's size is reported beside it (``pool_size``) so "route everything" is visible.
-- **Support Recall**: share of gold evidence turns present in the final context.
+- **Support Recall**: share of gold evidence turns present in the final context: shown raw (text or image) or
+  as a view of their own image (caption, grounded crop). A summary is not evidence of a turn (it compresses
+  several), so a summary item alone does not count.
+- **context tokens**: text tokens + image tokens (each image priced by the configured image-token model; a
+  grounded crop costs less than its image), measured by the harness.
 - **oracle-reader accuracy**: 1 iff *all* gold evidence turns are in the context (a perfect reader could
   answer). AR questions with gold evidence (the turns a reader needs to refuse correctly: the asked entity
   exists, but the asked change happened to its twin or never) use the same rule; AR questions whose subject
@@ -30,9 +34,10 @@ import numpy as np
 
 from ..models.answer import content_words
 from ..budget import INDEX_DIMENSIONS, Measured
-from ..types import Context, Question, node_id_for
+from ..types import Context, EvidenceForm, Question, node_id_for
 
-METRICS = ("route_hit", "support_recall", "oracle_reader_acc", "judged_acc", "text_tokens", "images",
+METRICS = ("route_hit", "support_recall", "oracle_reader_acc", "judged_acc", "text_tokens", "image_tokens",
+           "context_tokens", "images",
            "raw_nodes_read", "read_ms", "pool_size", "nodes_read", "scored", "violation_rate")
 #: categories whose retrieval metrics make up "overall" (AR is reported on its own row)
 RETRIEVAL_CATEGORIES = ("IE", "MSR", "TR", "KU")
@@ -58,6 +63,11 @@ class QuestionResult:
     scored: int = 0                  # Raw Nodes scored before selection (the method's trace)
     violation: str | None = None     # why the context broke the reader budget (then every score is 0)
     pages: int = 0
+    image_tokens: int = 0            # the shown images under the image-token model (crops cheaper)
+
+    @property
+    def context_tokens(self) -> int:
+        return self.text_tokens + self.image_tokens
 
     @property
     def violation_rate(self) -> float:
@@ -75,7 +85,7 @@ def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float
     store). Raw-Node ids are deterministic in (namespace, session, turn), so gold turns map to node ids."""
     use = measured.use if measured is not None else ctx.use
     violation = measured.violation if measured is not None else None
-    got = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items}
+    got = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items if i.form is not EvidenceForm.SUMMARY}
     gold = {(e.session, e.turn) for e in q.evidence}
     pool = set(ctx.trace.pool) | {i.node_id for i in ctx.items}
     if gold:
@@ -89,7 +99,8 @@ def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float
         route_hit, recall, oracle = (0.0 if route_hit is not None else None), (0.0 if recall is not None else None), 0.0
     return QuestionResult(namespace, q.id, q.category, route_hit, recall, oracle, use.text_tokens, use.images,
                           use.raw_nodes, round(read_seconds * 1000, 3), pool_size=len(pool), nodes_read=nodes_read,
-                          scored=int(ctx.trace.scored), violation=violation, pages=use.pages)
+                          scored=int(ctx.trace.scored), violation=violation, pages=use.pages,
+                          image_tokens=measured.image_tokens if measured is not None else 0)
 
 
 def bootstrap_ci(values_by_cluster: list[list[float]], *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:

@@ -104,11 +104,13 @@ class HistoryResult:
 
 def with_captions(ctx, extractor, load_image):
     """The context as a text-only answerer reads it with a perception backend: each item with images is
-    followed by a CAPTION item holding the images' captions (``[image: ...]``), which the harness charges."""
+    followed by a CAPTION item holding the images' captions (``[image: ...]``), which the harness charges —
+    unless the method already put a caption of that node in the context."""
     items = []
+    captioned = {i.node_id for i in ctx.items if i.form is EvidenceForm.CAPTION}
     for item in ctx.items:
         items.append(item)
-        if item.images:
+        if item.images and item.node_id not in captioned and item.form is not EvidenceForm.GROUNDED_CROP:
             text = " ".join(f"[image: {extractor.caption(load_image(im))}]" for im in item.images)
             items.append(replace(item, form=EvidenceForm.CAPTION, text=text, images=(), text_tokens=0))
     return replace(ctx, items=tuple(items))
@@ -186,7 +188,7 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
             ctx = mem.retrieve(q.question, budget, check=False)  # measured here, recorded, never trusted
             elapsed = time.perf_counter() - t0
             reads = mem.store.nodes_read - reads
-            read = with_captions(ctx, perception, mem.store.image_bytes) if perception is not None else ctx
+            read = with_captions(ctx, perception, mem.store.image_bytes) if perception is not None and judge is not None else ctx
             scored = score_context(namespace, q, ctx, elapsed, mem.measure(read, budget), reads)
             if judge is not None:
                 correct = 0.0

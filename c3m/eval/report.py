@@ -50,9 +50,15 @@ def _commit() -> str:
 
 def make_header(config, budget, *, seed: int = 0, command: str | None = None, judge: str | None = None,
                 perception: str | None = None) -> dict:
+    perception = perception or getattr(config, "perception", "none") or "none"
+    label = {"none": "none (text only; image turns embedded with their neighbouring text)",
+             "oracle": "oracle (the synthetic dataset's hidden scene graphs: an upper bound, not a model)",
+             "scene-encoder": "scene-encoder (c3m's synthetic-domain image encoder; pixels only)"}.get(
+        perception.split(":")[0] if perception.startswith("oracle") else perception, perception)
     return {"command": command or " ".join(["c3m", *sys.argv[1:]]),
+            "perception": label,
             "answer_accuracy": (f"judged: answerer {config.answerer}, judge {judge}, perception "
-                                f"{perception + (' (hidden ground truth)' if perception == 'oracle' else '') if perception else 'none (text only)'}"
+                                f"{'oracle (hidden ground truth)' if perception.startswith('oracle') else perception if perception != 'none' else 'none (text only)'}"
                                 if judge else "not judged (no --judge); oracle-reader accuracy only"),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": _commit(),
             "machine": describe_machine(),
@@ -151,15 +157,15 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
             lines.append(f"| {method} | {length} | {fmt(o['oracle_reader_acc'])} | {fmt(o['support_recall'])} | "
                          f"{fmt(o['route_hit'])} |")
     lines += ["", "## Resources (per question / per session / per history)", "",
-              "| Method | Length | Histories | Text tokens | Images | Raw Nodes in context | Pool size | "
-              "Nodes scored | Nodes read from store | Read ms p50/p95 | Write ms p50/p95 | Raw-Node pointers | "
-              "Raw Nodes | Overflow repairs |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| Method | Length | Histories | Context tokens | Text tokens | Image tokens | Images | Raw Nodes in context | "
+              "Pool size | Nodes scored | Nodes read from store | Read ms p50/p95 | Write ms p50/p95 | Raw-Node pointers | "
+              "Raw Nodes | Overflow repairs |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     mean = lambda e: "–" if e.get("mean") is None else f"{e['mean']:.1f}"
     for method, by_len in metrics.items():
         for length, row in by_len.items():
             o = row["overall"]
-            lines.append(f"| {method} | {length} | {o['histories']} | {o['text_tokens']['mean']:.0f} | "
-                         f"{o['images']['mean']:.2f} | {o['raw_nodes_read']['mean']:.1f} | {mean(o['pool_size'])} | "
+            lines.append(f"| {method} | {length} | {o['histories']} | {mean(o['context_tokens'])} | "
+                         f"{o['text_tokens']['mean']:.0f} | {mean(o['image_tokens'])} | {o['images']['mean']:.2f} | {o['raw_nodes_read']['mean']:.1f} | {mean(o['pool_size'])} | "
                          f"{mean(o['scored'])} | {mean(o['nodes_read'])} | "
                          f"{o['read_ms_p50']:.1f}/{o['read_ms_p95']:.1f} | {o['write_ms_p50']:.1f}/{o['write_ms_p95']:.1f}"
                          f" | {o['raw_node_pointers']:.1f} | {o['raw_nodes']:.1f} | {o['overflow_repairs']:.2f} |")

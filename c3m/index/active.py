@@ -39,6 +39,7 @@ def idf(key: str, df: Mapping[str, int], n_docs: int) -> float:
 
 MAX_ENTITIES = 12      # entity keys kept per entry (most frequent)
 MAX_STATES = 8         # current attribute values kept per entry
+MAX_VISUAL = 8         # visual anchor keys kept per entry (most frequent)
 MAX_RENDERED_VERSIONS = 4
 MAX_DF_KEYS = 4000     # document-frequency table size (least frequent keys dropped first)
 #: (entities shown, "before" states shown, words of text kept; None = all) per compaction level
@@ -128,6 +129,7 @@ class IndexEntry:
     links: list[list] = field(default_factory=list)         # [entry_id, relation, confidence] (Keep)
     members: list[str] = field(default_factory=list)        # spill: ids of the entries folded in
     compact: int = 0                                        # routing-text compaction level (0..3)
+    visual: Counter = field(default_factory=Counter)        # visual anchor keys of its images (anchor graph)
 
     def sources(self) -> dict[str, set[int]]:
         """Src(e): own pointers plus every predecessor version's pointers."""
@@ -166,6 +168,7 @@ class IndexEntry:
                 "entities": dict(self.entities), "states": self.states,
                 "versions": [v.to_json() for v in self.versions], "labels": dict(self.labels),
                 "links": self.links, "members": self.members, "compact": self.compact,
+                **({"visual": dict(self.visual)} if self.visual else {}),
                 "routing_text": self.render()}  # what the harness charges to index tokens (c3m.budget)
 
     @classmethod
@@ -174,7 +177,7 @@ class IndexEntry:
                    datetime.fromisoformat(d["time"]), datetime.fromisoformat(d["first_time"]), d["text"],
                    d["page"], d["kind"], d["support"], Counter(d["entities"]), list(d["states"]),
                    [Version.from_json(v) for v in d["versions"]], Counter(d["labels"]), list(d["links"]),
-                   list(d["members"]), d.get("compact", 0))
+                   list(d["members"]), d.get("compact", 0), Counter(d.get("visual", {})))
 
 
 @dataclass

@@ -85,7 +85,7 @@ class MemoryMethod(ABC):
         """{node_id: derived perception records} for the nodes with images, from this process's memo or the Cold
         Store (backend = the configured perception backend, when there is one)."""
         want = [n.node_id for n in nodes if n.images and n.node_id not in self._perception_memo]
-        if want and hasattr(self.store, "perceptions"):  # TEMP until the store lands derived records
+        if want:
             p = self.models.perception
             got = self.store.perceptions(want, backend=p.name if p is not None else None,
                                          version=p.version if p is not None else None)

@@ -5,16 +5,20 @@ Write (per committed session, query-blind): cut the session into units (``write.
 unit run RAMU (``write.ramu``: candidates → relation head → Merge / Update / Add / Keep), and finally the
 capacity policy (``write.capacity``) so the index fits the write budget after every commit. Every action is
 returned for the maintenance log.
-Read: BMER (``read.bmer``): pages → entries → Raw Nodes and images → ``budget_solve``.
+Read — the **unified reader** (``reader="unified"``, default): BMER routes pages → entries (``read.bmer``);
+anchor-graph expansion adds the one-hop neighbour entries the routing missed (``read.expand``); the routed and
+expanded entries' Raw Nodes become memories whose evidence forms (raw text, caption, raw image, grounded crop)
+are chosen by the selector and ``budget_solve`` under the joint reader budget (``read.compose``).
+``reader="c3m"`` is the C3M-only reader (raw text + original images, ``read.bmer.select``).
 
-Options (``MemoryConfig.method_options``; paper values where the paper gives them, DESIGN §4):
-``delta`` 0.6, ``candidates`` (K) 4, ``min_sim`` 0.15, ``page_open_sim`` 0.35, ``unit_tokens`` 0,
-``gamma`` 0.1, ``lam`` 0.05, ``entries_k`` 12, ``lexical`` 0.3, ``entry_boost`` 0.3, ``pool`` 48,
-``anchors`` "auto" (spaCy, else the heuristic), ``relation_head`` "feature".
+Options (``MemoryConfig.method_options``) are the fields of ``C3MConfig``, validated once; paper values where
+the paper gives them (DESIGN §4). ``c3m-paper`` is the C3M paper as written: one incoming entry per session,
+vector-only candidates, the C3M-only reader (raw text + original images).
 """
 from __future__ import annotations
 
-from dataclasses import fields
+from collections import Counter
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -23,19 +27,122 @@ import numpy as np
 from ..errors import InvalidInput
 from ..models.relation_head import FeatureRelationHead
 from ..models.summary import LeadSummarizer
-from ..read.bmer import BmerConfig, select
-from ..types import Context, RawNode, ReaderBudget
+from ..read.bmer import BmerConfig, lexical, route, select
+from ..read.compose import FORM_NAMES, Candidate, ComposeConfig, compose, make_selector
+from ..read.expand import expand_entries
+from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace, node_id_for
 from ..write.capacity import enforce
-from ..index.active import ActiveIndex, normalize
+from ..index.active import MAX_VISUAL, ActiveIndex, normalize
 from ..write.ramu import apply, decide, propose
 from ..write.units import Unit, describe_text, segment
 from .base import MemoryMethod, register
 
-WRITE_DEFAULTS: dict[str, Any] = {"delta": 0.6, "candidates": 4, "min_sim": 0.15, "page_open_sim": 0.35,
-                                  "unit_tokens": 0, "anchors": "auto", "relation_head": "feature",
-                                  "summary_tokens": 24}
-READ_DEFAULTS = {f.name: f.default for f in fields(BmerConfig)}
 RELATION_HEADS = ("feature",)
+READERS = ("unified", "c3m")
+_BACKGROUND = frozenset({"background", "wall", "table", "floor", "street", "road"})
+
+
+@dataclass(frozen=True)
+class C3MConfig:
+    """Every option of ``c3m`` (write, BMER routing, expansion, composition); a preset or an ablation is a value."""
+
+    # write (RAMU, C3M §2.1)
+    delta: float = 0.6             # δ: confidence needed to Merge/Update
+    candidates: int = 4            # K: RAMU candidates
+    min_sim: float = 0.15
+    page_open_sim: float = 0.35
+    unit_tokens: int = 0           # 0: a unit per user turn (+ replies); huge: one unit per session
+    entity_candidates: bool = True  # RAMU candidates also by shared rare entities (False: vector-only, the paper)
+    anchors: str = "auto"
+    relation_head: str = "feature"
+    summary_tokens: int = 24
+    # read: BMER (C3M §2.2)
+    gamma: float = 0.1
+    entries_k: int = 12
+    lexical: float = 0.3
+    entry_boost: float = 0.3
+    lam: float = 0.05
+    pool: int = 48
+    # read: the unified reader
+    reader: str = "unified"        # "unified" | "c3m" (C3M-only: raw text + original images)
+    expansion: bool = True         # anchor-graph one-hop expansion of the routed entries
+    k_exp: int = 2
+    k_edge: int = 4
+    visual_anchors: bool = True    # visual anchors in the graph
+    idf: bool = True               # IDF-weighted edges and expansion scores
+    forms: tuple[str, ...] = FORM_NAMES  # evidence forms offered (ablations: no raw text, no caption, ...)
+    selector: str = "rule"
+    threshold: float = 0.5
+    lam_tokens: float = 0.0
+    image_token_model: str = "qwen2-vl"
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], method: str = "c3m", base: "C3MConfig | None" = None) -> "C3MConfig":
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise InvalidInput(f"method_options.{unknown[0]}", f"unknown option for method {method!r}",
+                               fix=f"use only {sorted(known)}")
+        base = base or cls()
+        values = {}
+        for k, v in options.items():
+            want = type(getattr(base, k))
+            if k == "forms":
+                v = tuple(v.split(",")) if isinstance(v, str) else tuple(v)
+            elif want is bool and not isinstance(v, bool):
+                raise InvalidInput(f"method_options.{k}", f"must be true or false, got {v!r}", fix=f"{k} = true")
+            elif want in (int, float) and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise InvalidInput(f"method_options.{k}", f"must be a number, got {v!r}", fix=f"e.g. {k} = {getattr(base, k)}")
+            elif want is int and isinstance(v, float) and not v.is_integer():
+                raise InvalidInput(f"method_options.{k}", f"must be an integer, got {v!r}", fix=f"e.g. {k} = {getattr(base, k)}")
+            values[k] = want(v) if want in (int, float) else v
+        cfg = replace(base, **values)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        if self.relation_head not in RELATION_HEADS:
+            raise InvalidInput("method_options.relation_head", f"unknown relation head {self.relation_head!r}",
+                               fix=f"choose one of {RELATION_HEADS}")
+        if not 0.0 <= self.delta <= 1.0:
+            raise InvalidInput("method_options.delta", f"must be in [0, 1], got {self.delta!r}",
+                               fix="δ is a confidence threshold, e.g. 0.6")
+        if self.reader not in READERS:
+            raise InvalidInput("method_options.reader", f"unknown reader {self.reader!r}", fix=f"choose one of {READERS}")
+        bad = [f for f in self.forms if f not in FORM_NAMES]
+        if bad or not self.forms:
+            raise InvalidInput("method_options.forms", f"unknown or empty evidence forms {list(self.forms)}",
+                               fix=f"choose a non-empty subset of {list(FORM_NAMES)}")
+        for k in ("candidates", "entries_k", "pool", "k_exp", "k_edge", "unit_tokens", "summary_tokens"):
+            if getattr(self, k) < 0:
+                raise InvalidInput(f"method_options.{k}", f"must be >= 0, got {getattr(self, k)}", fix=f"{k} = 0 or more")
+
+    def bmer(self) -> BmerConfig:
+        return BmerConfig(**{f.name: getattr(self, f.name) for f in fields(BmerConfig)})
+
+    def compose(self) -> ComposeConfig:
+        return ComposeConfig(forms=self.forms, threshold=self.threshold, lam_tokens=self.lam_tokens, lam_cov=self.lam,
+                             image_token_model=self.image_token_model)
+
+
+#: the C3M paper as written (C3M §2–3): one incoming entry per session, vector-only RAMU candidates, BMER over
+#: raw text and the original images, no anchor graph
+PAPER = C3MConfig(unit_tokens=10**9, entity_candidates=False, lexical=0.0, reader="c3m", expansion=False)
+
+
+def visual_keys(anchors) -> set[str]:
+    """Normalised visual anchor keys ("mug", "red mug"), the same form as the text anchors' keys."""
+    from ..models.anchors import anchor_key
+
+    out = set()
+    for a in anchors:
+        label = anchor_key(a.label.lower().split())
+        if not label or label in _BACKGROUND:
+            continue
+        out.add(label)
+        if a.value:
+            out.add(anchor_key(f"{a.value} {a.label}".lower().split()))
+    return out
 
 
 class _AnchorMemo:
@@ -68,24 +175,17 @@ class C3M(MemoryMethod):
     name = "c3m"
     bounded = True
 
+    preset: C3MConfig = C3MConfig()
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        unknown = set(self.options) - set(WRITE_DEFAULTS) - set(READ_DEFAULTS)
-        if unknown:
-            raise InvalidInput(f"method_options.{sorted(unknown)[0]}", "unknown option for method 'c3m'",
-                               fix=f"use only {sorted(set(WRITE_DEFAULTS) | set(READ_DEFAULTS))}")
-        opts = {**WRITE_DEFAULTS, **READ_DEFAULTS, **self.options}
-        if opts["relation_head"] not in RELATION_HEADS:
-            raise InvalidInput("method_options.relation_head", f"unknown relation head {opts['relation_head']!r}",
-                               fix=f"choose one of {RELATION_HEADS}")
-        if not 0.0 <= float(opts["delta"]) <= 1.0:
-            raise InvalidInput("method_options.delta", f"must be in [0, 1], got {opts['delta']!r}",
-                               fix="δ is a confidence threshold, e.g. 0.6")
-        self.opts = opts
-        self.read_cfg = BmerConfig(**{k: opts[k] for k in READ_DEFAULTS})
+        self.cfg = C3MConfig.from_options(self.options, self.name, self.preset)
+        self.read_cfg = self.cfg.bmer()
+        self.compose_cfg = self.cfg.compose()
+        self.selector = make_selector(self.cfg.selector) if self.cfg.reader == "unified" else None
         self.head = FeatureRelationHead()
         self.summarizer = LeadSummarizer()
-        self.anchors = _memo(opts["anchors"])
+        self.anchors = _memo(self.cfg.anchors)
         self.reset()
 
     # -- state -------------------------------------------------------------------------------
@@ -109,10 +209,11 @@ class C3M(MemoryMethod):
     # -- write -------------------------------------------------------------------------------
     def _units(self, nodes: Sequence[RawNode]) -> list[Unit]:
         count = self.models.token_counter.count
-        groups = segment(nodes, int(self.opts["unit_tokens"]), count)
+        groups = segment(nodes, self.cfg.unit_tokens, count)
         vecs = self.node_vectors(nodes)
         row = {n.node_id: i for i, n in enumerate(nodes)}
         described = self.anchors.describe([n.text for n in nodes])
+        seen = self.perception(nodes) if any(n.images for n in nodes) else {}
         units = []
         for g in groups:
             ents, states, change, again, another = set(), set(), False, False, False
@@ -123,26 +224,39 @@ class C3M(MemoryMethod):
                 states |= s
                 change, again, another = change or c, again or a, another or o
             z = normalize(vecs[[row[n.node_id] for n in g]].mean(axis=0))
-            units.append(Unit(g[0].session_id, [n.turn_index for n in g], [n.node_id for n in g], g[0].time,
-                              "\n".join(n.text for n in g), z, ents, states, change, sum(len(n.images) for n in g),
-                              again, another))
+            unit = Unit(g[0].session_id, [n.turn_index for n in g], [n.node_id for n in g], g[0].time,
+                        "\n".join(n.text for n in g), z, ents, states, change, sum(len(n.images) for n in g),
+                        again, another, image_z=self._image_vector(g))
+            unit.visual = set().union(*(visual_keys(r.anchors) for n in g for r in seen.get(n.node_id, ())))
+            units.append(unit)
         return units
+
+    def _image_vector(self, group: Sequence[RawNode]):
+        """Mean image embedding of a unit's images (RAMU's text–image agreement), when an image embedder is set."""
+        emb = self.models.image_embedder
+        refs = [im for n in group for im in n.images]
+        if emb is None or not refs:
+            return None
+        return normalize(emb.embed_images([self.store.image_bytes(r) for r in refs]).mean(axis=0))
 
     def _summary(self, unit: Unit, nodes: Sequence[RawNode]) -> str:
         first = next((n for n in nodes if n.node_id in unit.node_ids and n.text.strip()), None)
-        text = self.summarizer.summarize(first.text, int(self.opts["summary_tokens"])) if first else ""
+        text = self.summarizer.summarize(first.text, self.cfg.summary_tokens) if first else ""
         return text + (f" [{unit.images} image{'s' if unit.images > 1 else ''}]" if unit.images else "")
 
     def observe(self, session_id: str, nodes: Sequence[RawNode]) -> list[dict]:
         actions = []
+        c = self.cfg
         for unit in self._units(nodes):
-            cands = propose(self.index, unit, int(self.opts["candidates"]), float(self.opts["min_sim"]))
-            decision = decide(unit, cands, self.head, self.index, float(self.opts["delta"]))
-            actions.append(apply(self.index, unit, decision, self._summary(unit, nodes), self.write_budget,
-                                 float(self.opts["page_open_sim"])))
+            cands = propose(self.index, unit, c.candidates, c.min_sim, entities=c.entity_candidates)
+            decision = decide(unit, cands, self.head, self.index, c.delta)
+            log = apply(self.index, unit, decision, self._summary(unit, nodes), self.write_budget, c.page_open_sim)
+            actions.append(log)
+            if unit.visual and log.get("entry") in self.index.entries:
+                e = self.index.entries[log["entry"]]
+                e.visual = Counter(dict((e.visual + Counter(unit.visual)).most_common(MAX_VISUAL)))
             self.index.observe_df(unit.entities | unit.states)  # IDF over the past: counted after the decision
-        actions += enforce(self.index, self.write_budget, self.head, self.models.token_counter.count,
-                           float(self.opts["delta"]))
+        actions += enforce(self.index, self.write_budget, self.head, self.models.token_counter.count, c.delta)
         return actions
 
     # -- read --------------------------------------------------------------------------------
@@ -150,8 +264,55 @@ class C3M(MemoryMethod):
         q = self.models.text_embedder.embed([question])[0].astype(np.float32)
         ents, states, *_ = self.anchors.describe([question])[0]
         keys = set(ents) | set(states) | {w for k in ents for w in k.split()}
-        return select(self.index, self.namespace, question, q, keys, budget, self.read_cfg, vectors=self.node_vectors,
-                      get_nodes=self.store.get_nodes, count=self.models.token_counter.count, method=self.name)
+        if self.cfg.reader == "c3m":
+            return select(self.index, self.namespace, question, q, keys, budget, self.read_cfg,
+                          vectors=self.node_vectors, get_nodes=self.store.get_nodes,
+                          count=self.models.token_counter.count, method=self.name)
+        return self._read_unified(question, q, keys, budget)
+
+    def _read_unified(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget) -> Context:
+        """BMER routing → anchor-graph expansion → node memories → vertical composition (module docstring)."""
+        c = self.cfg
+        pages, routed = route(self.index, q, keys, budget, self.read_cfg)
+        if not routed:
+            note = "empty memory" if not self.index.entries else "no page routed (page budget 0)"
+            return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=(note,)))
+        expanded: list = []
+        if c.expansion:
+            read_pages = {p for p, _ in pages}
+            expanded = expand_entries(self.index, [e for e, _ in routed], q, self.text_vectors, k_exp=c.k_exp,
+                                      k_edge=c.k_edge, use_idf=c.idf, visual=c.visual_anchors,
+                                      allowed=lambda e: e.page in read_pages)
+        score = lambda e: float(e.z @ q) + c.lexical * lexical(keys, e, self.index)  # noqa: E731  s(q, e)
+        members = [(e, s, "routed") for e, s in routed] + [(e, score(e), "expanded") for e, _ in expanded]
+        owner: dict[str, tuple] = {}
+        for e, s, origin in members:  # a node reached from several entries keeps its best-scoring owner
+            for sid, turns in e.sources().items():
+                for t in turns:
+                    nid = node_id_for(self.namespace, sid, t)
+                    if nid not in owner or s > owner[nid][1]:
+                        owner[nid] = (e, s, origin)
+        ids = sorted(owner)
+        from c3m_kernels.candidate_topk import candidate_topk
+
+        nodes = self.store.get_nodes(ids)
+        V = self.node_vectors([nodes[i] for i in ids])
+        _, idx = candidate_topk(q[None, :].astype(np.float32), V, min(c.pool, len(ids)))
+        pool = [(nodes[ids[i]], float(V[i] @ q)) for i in (int(i) for i in idx[0] if i >= 0)
+                if not nodes[ids[i]].redacted]
+        seen = self.perception([n for n, _ in pool])
+        cands = []
+        for n, cos in pool:
+            e, s, origin = owner[n.node_id]
+            cands.append(Candidate(n.node_id, (n,), cos + c.entry_boost * s, perceptions={n.node_id: seen.get(n.node_id, [])},
+                                   origin=origin, page=e.page))
+        trace = RouteTrace(self.name, pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
+                           entries=tuple((e.entry_id, round(s, 4)) for e, s, _ in members),
+                           expanded_nodes=tuple(ids), scored=len(ids),
+                           notes=(f"{len(ids)} nodes from {len(routed)} routed + {len(expanded)} expanded entries on "
+                                  f"{len(pages)} pages",))
+        return compose(question, q, cands, budget, self.compose_cfg, selector=self.selector, vectors=self.node_vectors,
+                       count=self.models.token_counter.count, trace=trace)
 
     # -- inspection --------------------------------------------------------------------------
     def describe(self) -> dict:
@@ -167,10 +328,19 @@ class C3M(MemoryMethod):
                                       for v in e.versions] + [{"time": e.time.isoformat(), "states": e.states,
                                                                "text": e.text}] if e.versions else [],
                             "links": e.links})
-        return {"method": self.name, "relation_head": self.head.name, "pointers": len(self.pointers()),
+        return {"method": self.name, "relation_head": self.head.name, "reader": self.cfg.reader,
+                "selector": self.selector.name if self.selector is not None else None, "pointers": len(self.pointers()),
                 "usage": {"entries": f"{use[0]}/{b.entries}", "pages": f"{use[1]}/{b.pages}",
                           "index_tokens": f"{use[2]}/{b.index_tokens}", "index_bytes": f"{use[3]}/{b.index_bytes}"},
                 "pages": [{"id": f"p{i}", "summary": p.summary,
                            "entries": [e.entry_id for e in self.index.page_entries(i)]}
                           for i, p in enumerate(self.index.pages)],
                 "entries": entries}
+
+
+@register
+class C3MPaper(C3M):
+    """``c3m-paper``: the C3M paper's configuration (``PAPER``), so the paper can be run as written."""
+
+    name = "c3m-paper"
+    preset = PAPER

@@ -26,12 +26,15 @@ TOKEN_COUNTERS = ("auto", "minilm", "approx")
 ANSWERERS = ("extractive", "smollm", "local", "api")
 JUDGES = ("em", "f1", "contains", "api")
 EXTRACTORS = ("oracle", "scene-encoder", "local")
-IMAGE_EMBEDDERS = ("scene-encoder", "local:PATH")
+IMAGE_EMBEDDERS = ("none", "scene-encoder", "local:PATH")
+PERCEPTION_BACKENDS = ("none", "oracle:DATASET", "scene-encoder", "local:PATH", "api")
 
 
-def make_image_embedder(name: str = "scene-encoder", *, text_embedder: TextEmbedder | None = None) -> ImageEmbedder:
-    """``scene-encoder``: c3m's small synthetic-domain encoder (MiniLM space; meaningless on photos);
-    ``local:PATH``: a CLIP/SigLIP folder."""
+def make_image_embedder(name: str = "scene-encoder", *, text_embedder: TextEmbedder | None = None) -> ImageEmbedder | None:
+    """``none``: no image vectors; ``scene-encoder``: c3m's small synthetic-domain encoder (MiniLM space;
+    meaningless on photos); ``local:PATH``: a CLIP/SigLIP folder."""
+    if name in ("none", "", None):
+        return None
     if name == "scene-encoder":
         from .scene_encoder import SceneEncoder
 
@@ -41,6 +44,35 @@ def make_image_embedder(name: str = "scene-encoder", *, text_embedder: TextEmbed
 
         return LocalImageEmbedder(name.split(":", 1)[1])
     raise ValueError(f"unknown image embedder {name!r}; choose one of {IMAGE_EMBEDDERS}")
+
+
+def make_perception(name: str = "none", *, store=None) -> Extractor | None:
+    """The write path's perception backend by config name (``MemoryConfig.perception``); None for ``none``.
+
+    ``scene-encoder`` is synthetic-domain only (the demo's and the benchmark's choice; never a default for a
+    user's photos); ``oracle:DATASET`` reads a ``c3m synth`` dataset's hidden scene graphs (an upper bound,
+    labelled as such). With ``store`` every call is cached there by backend, version and input hash."""
+    if name in ("none", "", None):
+        return None
+    if name.startswith("oracle:"):
+        return make_extractor("oracle", dataset_dir=name.split(":", 1)[1], store=store)
+    if name == "oracle":
+        from ..errors import InvalidInput
+
+        raise InvalidInput("perception", "the oracle needs the synthetic dataset it describes",
+                           fix="use perception='oracle:/path/to/dataset' (the folder written by `c3m synth`)")
+    if name == "scene-encoder":
+        return make_extractor("scene-encoder", store=store)
+    if name.startswith("local:"):
+        return make_extractor("local", path=name.split(":", 1)[1], store=store)
+    if name == "api":
+        from .api import ApiClient, ApiPerception
+
+        extractor = ApiPerception(ApiClient.from_env())
+        return CachedExtractor(extractor, store) if store is not None else extractor
+    from ..errors import InvalidInput
+
+    raise InvalidInput("perception", f"unknown perception backend {name!r}", fix=f"choose one of {PERCEPTION_BACKENDS}")
 
 
 def _local_model_path() -> str:
@@ -168,11 +200,14 @@ class Models:
     image_embedder: ImageEmbedder | None = None
 
     @classmethod
-    def from_names(cls, text_embedder: str = "auto", token_counter: str = "auto", answerer: str = "extractive"):
-        return cls(make_text_embedder(text_embedder), make_token_counter(token_counter), make_answerer(answerer))
+    def from_names(cls, text_embedder: str = "auto", token_counter: str = "auto", answerer: str = "extractive",
+                   perception: str = "none", image_embedder: str = "none", *, store=None):
+        text = make_text_embedder(text_embedder)
+        return cls(text, make_token_counter(token_counter), make_answerer(answerer),
+                   make_perception(perception, store=store), make_image_embedder(image_embedder, text_embedder=text))
 
 
-__all__ = ["IMAGE_EMBEDDERS", "make_image_embedder", "EXTRACTORS", "CachedExtractor", "Extractor", "ImageEmbedder", "LeadSummarizer", "RelationHead",
+__all__ = ["IMAGE_EMBEDDERS", "PERCEPTION_BACKENDS", "make_image_embedder", "make_perception", "EXTRACTORS", "CachedExtractor", "Extractor", "ImageEmbedder", "LeadSummarizer", "RelationHead",
            "VisualAnchor", "make_extractor", "ANCHOR_EXTRACTORS", "Anchor", "TextAnchorExtractor", "available_backends", "make_anchor_extractor",
            "ANSWERERS", "JUDGES", "Answerer", "ApproxTokenCounter", "ExactMatchJudge", "ExtractiveAnswerer", "F1Judge",
            "HFTokenCounter", "HashingEmbedder", "Judge", "JudgeResult", "Models", "TextEmbedder", "TokenCounter",

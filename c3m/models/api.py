@@ -557,3 +557,81 @@ class ApiJudge:
 __all__ = ["ApiAnswerer", "ApiClient", "ApiError", "ApiExtractor", "ApiJudge", "ApiTimeout", "ChatResult",
            "Extraction", "ExtractionError", "JUDGE_PROMPT_VERSION", "PROMPT_VERSION", "Usage", "UsageMeter",
            "backoff_delay", "check_schema", "image_part", "parse_retry_after", "validate"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Perception through an endpoint (the Extractor protocol over ApiExtractor)
+# ---------------------------------------------------------------------------------------------
+_CAPTION_SCHEMA = {"type": "object", "required": ["caption"], "properties": {"caption": {"type": "string"}}}
+_ANCHORS_SCHEMA = {"type": "object", "required": ["objects"], "properties": {"objects": {"type": "array", "items": {
+    "type": "object", "required": ["label"],
+    "properties": {"label": {"type": "string"}, "attribute": {"type": "string"}, "value": {"type": "string"},
+                   "bbox": {"type": "array", "items": {"type": "number"}}}}}}}
+_BOX_SCHEMA = {"type": "object", "required": ["found"],
+               "properties": {"found": {"type": "boolean"}, "bbox": {"type": "array", "items": {"type": "number"}}}}
+_SUMMARY_SCHEMA = {"type": "object", "required": ["summary"], "properties": {"summary": {"type": "string"}}}
+
+
+def _mime(image: bytes) -> str:
+    return "image/png" if image[:8] == b"\x89PNG\r\n\x1a\n" else ("image/jpeg" if image[:2] == b"\xff\xd8" else
+                                                                     "image/webp" if image[8:12] == b"WEBP" else "image/png")
+
+
+def _box(values, width: int, height: int) -> tuple[int, int, int, int] | None:
+    if not isinstance(values, list) or len(values) != 4:
+        return None
+    x0, y0, x1, y1 = (int(round(float(v))) for v in values)
+    x0, x1 = max(0, min(x0, x1)), min(width, max(x0, x1))
+    y0, y1 = max(0, min(y0, y1)), min(height, max(y0, y1))
+    return (x0, y0, x1, y1) if x1 > x0 and y1 > y0 else None
+
+
+class ApiPerception:
+    """Write-time perception (captions, visual anchors, grounding boxes, summaries) from any OpenAI-compatible
+    VLM endpoint, as JSON validated against a schema. Boxes are asked for in the image's own pixels."""
+
+    def __init__(self, client: ApiClient, **kwargs):
+        self.extractor = ApiExtractor(client, **kwargs)
+        self.name = f"api:{client.model}"
+        self.version = f"perception-1/{EXTRACT_PROMPT_VERSION}"
+
+    def _size(self, image: bytes) -> tuple[int, int]:
+        import io
+
+        from PIL import Image
+
+        with Image.open(io.BytesIO(image)) as im:
+            return im.size
+
+    def caption(self, image: bytes) -> str:
+        out = self.extractor.extract("Describe this image in one factual sentence: the main objects, their colours, "
+                                     "shapes and materials, and any readable text.", "", _CAPTION_SCHEMA,
+                                     images=[(image, _mime(image))])
+        return str(out.data["caption"]).strip()
+
+    def visual_anchors(self, image: bytes):
+        from .base import VisualAnchor
+
+        w, h = self._size(image)
+        out = self.extractor.extract(f"List the distinct objects in this {w}x{h} image: a short noun label, one visible "
+                                     "attribute (colour, shape, material or count) and its value, and the bounding box "
+                                     "[x0, y0, x1, y1] in pixels.", "", _ANCHORS_SCHEMA, images=[(image, _mime(image))])
+        anchors = []
+        for o in out.data["objects"]:
+            label = str(o.get("label", "")).strip().lower()
+            if label:
+                anchors.append(VisualAnchor(label, o.get("attribute") or None, (o.get("value") or None),
+                                            1.0, _box(o.get("bbox"), w, h)))
+        return anchors
+
+    def ground(self, image: bytes, phrase: str):
+        w, h = self._size(image)
+        out = self.extractor.extract(f"Find '{phrase}' in this {w}x{h} image. Reply found=false if it is not there, "
+                                     "else its bounding box [x0, y0, x1, y1] in pixels.", "", _BOX_SCHEMA,
+                                     images=[(image, _mime(image))])
+        return _box(out.data.get("bbox"), w, h) if out.data.get("found") else None
+
+    def summarize(self, text: str, max_tokens: int = 64) -> str:
+        out = self.extractor.extract(f"Summarise this conversation excerpt in at most {max_tokens} tokens, keeping "
+                                     "names, numbers, dates and changes of state.", text, _SUMMARY_SCHEMA)
+        return str(out.data["summary"]).strip()

@@ -19,11 +19,12 @@ Every repair is logged with what moved where; the pointer set is the same before
 """
 from __future__ import annotations
 
+from collections import Counter
 
 from ..errors import C3MError
+from ..index.active import MAX_STATES, MAX_VISUAL, ActiveIndex, IndexEntry, idf, merge_pointers, normalize
 from ..types import Relation, WriteBudget
 from .features import relation_features
-from ..index.active import MAX_STATES, ActiveIndex, idf, IndexEntry, merge_pointers, normalize
 from .units import Unit
 
 MAX_COMPACT = 3
@@ -44,6 +45,7 @@ def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> N
     dst.labels.update(src.labels)
     dst.labels[label] += 1
     dst.entities.update(src.entities)
+    dst.visual = Counter(dict((dst.visual + src.visual).most_common(MAX_VISUAL)))
     dst.z = normalize(dst.z * dst.support + src.z * src.support)
     dst.support += src.support
     dst.time, dst.first_time = max(dst.time, src.time), min(dst.first_time, src.first_time)

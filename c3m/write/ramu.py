@@ -33,11 +33,13 @@ class Decision:
     judged: tuple                # ((entry_id, relation, confidence, similarity), ...) for the log
 
 
-def propose(index: ActiveIndex, unit: Unit, k: int, min_sim: float) -> list[tuple[IndexEntry, float]]:
+def propose(index: ActiveIndex, unit: Unit, k: int, min_sim: float, *,
+            entities: bool = True) -> list[tuple[IndexEntry, float]]:
     """Hybrid candidates: TopK by routing-vector similarity (``candidate_topk``, at least ``min_sim``) plus
     TopK by IDF-weighted shared entities. Vector similarity alone misses the entry a unit is about when the
     wording differs ("I repainted my clock red" sits nearer other repaint sentences than the clock's intro);
-    shared rare entities find it. Returns (entry, cosine) pairs."""
+    shared rare entities find it (``entities=False``: vector-only, as in the C3M paper). Returns (entry, cosine)
+    pairs."""
     entries = [e for e in index.ordered() if e.kind == "entry"]
     if not entries or k <= 0:
         return []
@@ -45,6 +47,8 @@ def propose(index: ActiveIndex, unit: Unit, k: int, min_sim: float) -> list[tupl
 
     scores, idx = candidate_topk(unit.z[None, :].astype(np.float32), index.matrix(entries), min(k, len(entries)))
     picked = {int(i): float(s) for s, i in zip(scores[0], idx[0]) if i >= 0 and s >= min_sim}
+    if not entities:
+        return sorted(((entries[i], s) for i, s in picked.items()), key=lambda c: (-c[1], c[0].entry_id))
     w = {key: idf(key, index.df, index.n_docs) for key in unit.entities}
     shared = [(sum(w[key] for key in unit.entities if key in e.entities), i) for i, e in enumerate(entries)]
     for overlap, i in sorted(shared, key=lambda x: (-x[0], x[1]))[:k]:

@@ -87,6 +87,7 @@ class Unit:
     again: bool = False
     another: bool = False
     image_z: np.ndarray | None = None
+    visual: set[str] = field(default_factory=set)  # visual anchor keys of its images (the anchor graph's)
 
 
 def segment(nodes: Sequence[RawNode], unit_tokens: int, count) -> list[list[RawNode]]:

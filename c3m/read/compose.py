@@ -1,0 +1,306 @@
+"""Vertical evidence composition (HiVe-Mem §3.3): per retrieved memory, which evidence forms reach the reader.
+
+A *memory* (``Candidate``) is what a read path retrieved — a HiVe-Mem episode, or one Raw Node of a C3M entry —
+with the forms it can show:
+
+========================  ==========================================  ==================================
+form                      item(s) handed to the answerer              charged (reader budget)
+========================  ==========================================  ==================================
+``raw_text``              each node's stored text                     1 Raw Node (once per node), tokens
+``summary``               the memory's summary (derived)              text tokens
+``caption``               ``[image: ...]`` per node with images       text tokens
+``raw_image``             each node's original images                 1 Raw Node (once per node), images
+``grounded_crop``         the node's crop blobs (derived)             images (+ their image tokens)
+========================  ==========================================  ==================================
+
+Raw forms charge the Raw-Node dimension (a node shown as text and image counts once: the solver groups them);
+derived forms are compact views and charge only what they are. Image tokens follow a per-model formula
+(``c3m.models.tokens.image_tokens``; a crop costs a fraction of its image); they are reported by the harness
+and enter the objective through ``lam_tokens``, since the reader budget has no image-token dimension.
+
+**Selectors** share one interface, ``probabilities(question, q_vec, candidates) -> [n, 5]`` (one forward pass
+over all memories; columns in ``FORMS`` order). ``MLPSelector`` is the paper's MLP on
+[query emb; summary emb] (its PPO training is ``training/``); ``RuleSelector`` ("rule-v1") is the documented
+heuristic shipped until trained weights exist. A form is offered when its probability ≥ ``threshold`` and
+the memory has it; the joint choice under the budget is ``c3m_kernels.budget_solve`` (coverage mode over
+source sessions), item value = p(form) · form weight · (1 + relevance) − λ · tokens / 1000.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from ..models.tokens import image_tokens
+from ..types import BudgetUse, Context, ContextItem, EvidenceForm, ImagePerception, RawNode, ReaderBudget, RouteTrace
+
+FORMS = (EvidenceForm.RAW_TEXT, EvidenceForm.SUMMARY, EvidenceForm.CAPTION, EvidenceForm.RAW_IMAGE,
+         EvidenceForm.GROUNDED_CROP)
+FORM_NAMES = tuple(f.value for f in FORMS)
+#: how much one item of each form is worth relative to the raw text of the same memory (rule-v1; named knobs)
+FORM_WEIGHTS = {EvidenceForm.RAW_TEXT: 1.0, EvidenceForm.SUMMARY: 0.5, EvidenceForm.CAPTION: 0.7,
+                EvidenceForm.RAW_IMAGE: 0.8, EvidenceForm.GROUNDED_CROP: 0.75}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One retrieved memory and the evidence it can show. ``score`` is the retrieval relevance (a cosine-like
+    number); ``perceptions`` maps node ids to their derived records (captions, crops)."""
+
+    memory_id: str
+    nodes: tuple[RawNode, ...]
+    score: float
+    summary: str = ""
+    summary_vec: np.ndarray | None = field(default=None, repr=False, compare=False)
+    perceptions: Mapping[str, Sequence[ImagePerception]] = field(default_factory=dict, compare=False)
+    origin: str = "seed"
+    page: int | None = None
+
+    def available(self) -> np.ndarray:
+        """[5] bool: which forms this memory has at all."""
+        has_text = any(n.text.strip() for n in self.nodes)
+        has_img = any(n.images for n in self.nodes)
+        recs = [r for n in self.nodes for r in self.perceptions.get(n.node_id, ())]
+        return np.array([has_text, bool(self.summary.strip()), any(r.caption for r in recs), has_img,
+                         any(r.crop is not None for r in recs)])
+
+
+@dataclass(frozen=True)
+class ComposeConfig:
+    forms: tuple[str, ...] = FORM_NAMES      # ablations drop forms (HiVe-Mem Table 3)
+    threshold: float = 0.5                   # a form is offered when its probability reaches this
+    lam_tokens: float = 0.0                  # λ: cost per 1000 context tokens (text + image); 0 = paper default
+    lam_cov: float = 0.05                    # coverage weight over source sessions in the solver
+    image_token_model: str = "qwen2-vl"
+    node_weight: float = 0.5                 # relevance of a node item = w·cos(q, node) + (1−w)·memory score
+
+    def __post_init__(self):
+        bad = [f for f in self.forms if f not in FORM_NAMES]
+        if bad:
+            from ..errors import InvalidInput
+
+            raise InvalidInput("forms", f"unknown evidence form {bad[0]!r}", fix=f"use forms from {FORM_NAMES}")
+
+
+class Selector(Protocol):
+    name: str
+
+    def probabilities(self, question: str, q_vec: np.ndarray, candidates: Sequence[Candidate]) -> np.ndarray: ...
+
+
+# -- rule-v1 -----------------------------------------------------------------------------------------------
+_WORD = re.compile(r"[a-z]+")
+#: words that ask about what something looked like (generic English, not a benchmark's templates)
+VISUAL_CUES = frozenset("colour color coloured colored look looks looked looking appearance shape shaped photo "
+                        "photos picture pictures pic pics image images snapshot shot shown showed show see saw "
+                        "seen visible wear wearing wore pattern made material painted paint drawn".split())
+
+
+def _words(text: str) -> set[str]:
+    return {w[:-1] if w.endswith("s") and len(w) > 3 else w for w in _WORD.findall(text.lower())}
+
+
+class RuleSelector:
+    """rule-v1, the heuristic policy until PPO weights exist (measured against the MLP in the results):
+    raw text always (the paper's most important form); a summary for multi-turn memories; captions whenever
+    there are images; the raw image only for questions about appearance; a grounded crop when its object is
+    named in the question, or for appearance questions."""
+
+    name = "rule-v1"
+
+    def probabilities(self, question: str, q_vec: np.ndarray, candidates: Sequence[Candidate]) -> np.ndarray:
+        qw = _words(question)
+        visual = bool(qw & VISUAL_CUES)
+        out = np.zeros((len(candidates), len(FORMS)))
+        for i, c in enumerate(candidates):
+            phrases = [r.crop_phrase or "" for n in c.nodes for r in c.perceptions.get(n.node_id, ()) if r.crop]
+            named = any(_words(p) & qw for p in phrases)
+            out[i] = (0.9, 0.7 if len(c.nodes) > 1 else 0.2, 0.8, 0.7 if visual else 0.1,
+                      0.8 if named else (0.6 if visual else 0.1))
+        return out * candidates_available(candidates)
+
+
+def candidates_available(candidates: Sequence[Candidate]) -> np.ndarray:
+    return np.stack([c.available() for c in candidates]).astype(float) if candidates else np.zeros((0, len(FORMS)))
+
+
+# -- the paper's MLP -------------------------------------------------------------------------------------
+class MLPSelector:
+    """HiVe-Mem's selector: an MLP on [query emb; summary emb] -> five inclusion probabilities, one forward pass
+    for all memories. Weights come from ``training/`` (``save``/``load``); a fresh one is randomly initialised
+    (seeded) for training."""
+
+    def __init__(self, dim: int, hidden: int = 256, *, seed: int = 0, name: str = "mlp"):
+        import torch
+        from torch import nn
+
+        torch.manual_seed(seed)
+        self.dim, self.hidden, self.name = dim, hidden, name
+        self.net = nn.Sequential(nn.Linear(2 * dim, hidden), nn.ReLU(), nn.Linear(hidden, len(FORMS)))
+
+    def features(self, q_vec: np.ndarray, candidates: Sequence[Candidate], vectors: Callable | None = None) -> np.ndarray:
+        rows = []
+        for c in candidates:
+            s = c.summary_vec
+            if s is None:
+                s = np.mean(vectors(list(c.nodes)), axis=0) if vectors is not None else np.zeros(self.dim)
+            rows.append(np.concatenate([q_vec, s]))
+        return np.asarray(rows, np.float32).reshape(len(rows), 2 * self.dim)
+
+    def logits(self, x):
+        return self.net(x)
+
+    def probabilities(self, question: str, q_vec: np.ndarray, candidates: Sequence[Candidate],
+                      vectors: Callable | None = None) -> np.ndarray:
+        import torch
+
+        if not candidates:
+            return np.zeros((0, len(FORMS)))
+        with torch.no_grad():
+            p = torch.sigmoid(self.net(torch.from_numpy(self.features(q_vec, candidates, vectors)))).numpy()
+        return p.astype(float) * candidates_available(candidates)
+
+    def save(self, path: str | Path, meta: Mapping | None = None) -> None:
+        import torch
+
+        torch.save({"state_dict": self.net.state_dict(), "dim": self.dim, "hidden": self.hidden,
+                    "meta": dict(meta or {})}, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "MLPSelector":
+        import torch
+
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        sel = cls(int(blob["dim"]), int(blob["hidden"]), name=f"mlp:{Path(path).name}")
+        sel.net.load_state_dict(blob["state_dict"])
+        sel.net.eval()
+        return sel
+
+
+SELECTORS = ("rule", "mlp:PATH")
+
+
+def make_selector(name: str = "rule") -> Selector:
+    if name == "rule":
+        return RuleSelector()
+    if name.startswith("mlp:"):
+        path = Path(name[4:])
+        if not path.is_file():
+            from ..errors import InvalidInput
+
+            raise InvalidInput("selector", f"no selector weights at {path}",
+                               fix="train them with training/train_selector.py, or use selector='rule'")
+        return MLPSelector.load(path)
+    from ..errors import InvalidInput
+
+    raise InvalidInput("selector", f"unknown selector {name!r}", fix=f"choose one of {SELECTORS}")
+
+
+# -- composition -----------------------------------------------------------------------------------------
+@dataclass
+class _Item:
+    mem: int
+    form: EvidenceForm
+    node: RawNode
+    text: str
+    images: tuple
+    value: float
+    tokens: int
+    group: int           # raw forms: the node's group (its Raw-Node slot is charged once); derived: -1
+    image_tokens: int = 0
+
+
+def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], budget: ReaderBudget,
+            cfg: ComposeConfig = ComposeConfig(), *, selector: Selector, vectors: Callable, count: Callable[[str], int],
+            trace: RouteTrace) -> Context:
+    """Choose (memory, form) items under ``budget`` and return the Context (items in time order). ``vectors(nodes)``
+    gives the nodes' shared embeddings; ``trace`` carries the read path's routing (pages, entries), and is
+    completed here (pool, selected nodes, what the budget dropped)."""
+    candidates = [c for c in candidates if c.nodes]
+    if not candidates:
+        return Context(question, (), BudgetUse(), budget, replace(trace, notes=trace.notes + ("nothing retrieved",)))
+    if isinstance(selector, MLPSelector):
+        probs = selector.probabilities(question, q_vec, candidates, vectors)
+    else:
+        probs = selector.probabilities(question, q_vec, candidates)
+    enabled = np.array([f in cfg.forms for f in FORM_NAMES], dtype=float)
+    offer = (probs >= cfg.threshold) & (enabled > 0) & candidates_available(candidates).astype(bool)
+    all_nodes = list(dict.fromkeys(n for c in candidates for n in c.nodes))
+    V = vectors(all_nodes)
+    cos = {n.node_id: float(v @ q_vec) for n, v in zip(all_nodes, V)}
+    slot: dict[str, int] = {}
+    items: list[_Item] = []
+
+    def add(m, form, node, text, images, rel, itoks=0):
+        tok = count(text) if text else 0
+        value = probs[m, FORMS.index(form)] * FORM_WEIGHTS[form] * (1.0 + max(-1.0, rel))
+        value -= cfg.lam_tokens * (tok + itoks) / 1000.0
+        raw = form in (EvidenceForm.RAW_TEXT, EvidenceForm.RAW_IMAGE)
+        group = slot.setdefault(node.node_id, len(slot)) if raw else -1
+        items.append(_Item(m, form, node, text, tuple(images), max(1e-4, value), tok, group, itoks))
+
+    itok = lambda ims: sum(image_tokens(im.width, im.height, cfg.image_token_model) for im in ims)  # noqa: E731
+    for m, c in enumerate(candidates):
+        o = offer[m]
+        if o[1]:
+            add(m, EvidenceForm.SUMMARY, c.nodes[0], c.summary, (), c.score)
+        for n in c.nodes:
+            if n.redacted:
+                continue
+            rel = cfg.node_weight * cos[n.node_id] + (1 - cfg.node_weight) * c.score
+            recs = list(c.perceptions.get(n.node_id, ()))
+            if o[0] and n.text.strip():
+                add(m, EvidenceForm.RAW_TEXT, n, n.text, (), rel)
+            if o[2] and any(r.caption for r in recs):
+                add(m, EvidenceForm.CAPTION, n, " ".join(f"[image: {r.caption}]" for r in recs if r.caption), (), rel)
+            if o[3] and n.images:
+                add(m, EvidenceForm.RAW_IMAGE, n, "", n.images, rel, itok(n.images))
+            for r in recs:
+                if o[4] and r.crop is not None:
+                    add(m, EvidenceForm.GROUNDED_CROP, n, f"[crop: {r.crop_phrase or 'object'}]", (r.crop,), rel,
+                        itok((r.crop,)))
+    chosen = _solve(items, budget, cfg, len(slot)) if items else []
+    picked = [items[i] for i in chosen]
+    picked.sort(key=lambda it: (it.node.time, it.node.session_id, it.node.turn_index, FORMS.index(it.form)))
+    ctx_items = tuple(ContextItem(it.node.node_id, it.node.provenance, it.node.role, it.form, it.text, it.images,
+                                  round(it.value, 4), it.tokens) for it in picked)
+    raw = {it.node.node_id for it in picked if it.group >= 0}
+    use = BudgetUse(len({p for p, _ in trace.pages}), len(raw), len({im.sha256 for it in picked for im in it.images}),
+                    sum(it.tokens for it in picked))
+    forms = {f.value: sum(it.form is f for it in picked) for f in FORMS}
+    dropped = tuple(dict.fromkeys(items[i].node.node_id for i in range(len(items)) if i not in set(chosen)))
+    trace = replace(
+        trace,
+        candidates=tuple((c.memory_id, round(c.score, 4)) for c in candidates),
+        pool=tuple(n.node_id for n in all_nodes),
+        expanded_nodes=trace.expanded_nodes or tuple(n.node_id for n in all_nodes),
+        expanded_images=tuple(im.sha256 for n in all_nodes for im in n.images),
+        selected_nodes=tuple(dict.fromkeys(it.node.node_id for it in picked)),
+        covered_sessions=tuple(dict.fromkeys(it.node.session_id for it in picked)),
+        dropped_for_budget=dropped,
+        scored=trace.scored or len(all_nodes),
+        notes=trace.notes + (f"selector {selector.name}: " + ", ".join(f"{k} {v}" for k, v in forms.items() if v),),
+    )
+    return Context(question, ctx_items, use, budget, trace)
+
+
+def _solve(items: list[_Item], budget: ReaderBudget, cfg: ComposeConfig, n_groups: int) -> list[int]:
+    """``budget_solve`` in coverage mode: raw forms of one node share its Raw-Node slot (a group charged once);
+    pages are charged by routing, not here."""
+    from c3m_kernels.budget_solve import budget_solve
+
+    M = len(items)
+    values = np.array([[it.value for it in items]])
+    costs = np.array([[[0, 0, len(it.images), it.tokens] for it in items]], dtype=np.float64)
+    groups = np.array([[it.group for it in items]], dtype=np.int64)
+    group_costs = np.tile(np.array([0, 1, 0, 0], dtype=np.float64), (max(1, n_groups), 1))
+    sessions = sorted({it.node.session_id for it in items})
+    cover = np.zeros((1, M, len(sessions)), dtype=bool)
+    for i, it in enumerate(items):
+        cover[0, i, sessions.index(it.node.session_id)] = True
+    chosen = budget_solve(values, costs, np.array(budget.as_tuple(), dtype=np.float64), groups=groups,
+                          group_costs=group_costs, mode="coverage", coverage=cover, lam=cfg.lam_cov)[0]
+    return [i for i in range(M) if chosen[i]]

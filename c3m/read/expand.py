@@ -1,0 +1,71 @@
+"""Horizontal expansion over the active index (HiVe-Mem §3.2, on C3M's entries).
+
+BMER's routed entries are the *seeds*. The anchor graph links entries that share anchors — their entity keys
+(textual anchors) and the visual anchor keys of their images, one vocabulary, so a text mention and a seen
+object of one concept match. Edge weight = Σ idf(a) over shared anchors (idf over the index's entries, so a
+key every entry holds weighs ~0), each entry keeps its ``k_edge`` heaviest edges, and an edge kept by either
+end counts (undirected). A one-hop neighbour n of the seeds scores Σ idf(a)·max(0, cos(q, a)) over the anchors
+it shares with the seeds (``c3m_kernels.anchor_scores``); the ``k_exp`` best join the read.
+
+**Where the graph lives.** It is a pure function of the index snapshot (entries' ``entities`` and ``visual``
+counters), rebuilt per question from at most ``WriteBudget.entries`` rows — so it is counted in the write
+budget as the anchor keys the snapshot stores, and nothing outside the index is consulted to build it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..index.active import ActiveIndex, IndexEntry
+
+
+def entry_anchors(e: IndexEntry, visual: bool = True) -> set[str]:
+    return set(e.entities) | (set(e.visual) if visual else set())
+
+
+def expand_entries(index: ActiveIndex, seeds: Sequence[IndexEntry], q: np.ndarray,
+                   key_vectors: Callable[[list[str]], np.ndarray], *, k_exp: int = 2, k_edge: int = 4,
+                   use_idf: bool = True, visual: bool = True,
+                   allowed: Callable[[IndexEntry], bool] | None = None) -> list[tuple[IndexEntry, float]]:
+    """The ``k_exp`` best one-hop neighbours of ``seeds`` (never a seed), as (entry, score) with score > 0."""
+    entries = index.ordered()
+    if not seeds or k_exp <= 0 or len(entries) <= len(seeds):
+        return []
+    from c3m_kernels.anchor_scores import anchor_scores, build_anchor_graph
+
+    sets = [entry_anchors(e, visual) for e in entries]
+    vocab = sorted(set().union(*sets))
+    if not vocab:
+        return []
+    ids = {k: i for i, k in enumerate(vocab)}
+    indptr = np.zeros(len(entries) + 1, np.int64)
+    np.cumsum([len(s) for s in sets], out=indptr[1:])
+    flat = np.array([ids[k] for s in sets for k in sorted(s)], np.int64)
+    df = np.bincount(flat, minlength=len(vocab))
+    idf = (np.log((2 + len(entries)) / (1 + df)) if use_idf else np.ones(len(vocab))).astype(np.float64)
+    g_ptr, g_nb, _ = build_anchor_graph(indptr, flat, idf, k_edge)
+    row = {e.entry_id: i for i, e in enumerate(entries)}
+    seed_rows = sorted({row[e.entry_id] for e in seeds if e.entry_id in row})
+    neighbours: set[int] = set()
+    for s in seed_rows:  # undirected: s lists n, or n lists s
+        neighbours.update(int(n) for n in g_nb[g_ptr[s]:g_ptr[s + 1]])
+    seed_set = set(seed_rows)
+    for n in range(len(entries)):
+        if n not in seed_set and seed_set & {int(x) for x in g_nb[g_ptr[n]:g_ptr[n + 1]]}:
+            neighbours.add(n)
+    neighbours -= seed_set
+    if allowed is not None:
+        neighbours = {n for n in neighbours if allowed(entries[n])}
+    if not neighbours:
+        return []
+    seed_keys = sorted(set().union(*(sets[s] for s in seed_rows)))
+    sim = np.zeros((1, len(vocab)))
+    if seed_keys:
+        cos = key_vectors(seed_keys) @ q
+        sim[0, [ids[k] for k in seed_keys]] = np.maximum(0.0, cos)
+    scores, eps = anchor_scores(indptr, flat, idf, sim, np.array([seed_rows], np.int64), len(entries))
+    out = [(entries[int(i)], float(s)) for s, i in zip(scores[0], eps[0])
+           if i >= 0 and int(i) in neighbours and math.isfinite(s) and s > 0]
+    return out[:k_exp]
