@@ -471,3 +471,110 @@ def test_meter_can_be_shared_between_clients(server):
     make_client(server, meter=meter).chat([{"role": "user", "content": "Question: a b"}])
     make_client(server, meter=meter).chat([{"role": "user", "content": "Question: a b"}])
     assert meter.total.calls == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Perception through the endpoint (ApiPerception, the Extractor protocol)
+# ---------------------------------------------------------------------------------------------
+from c3m.models.api import ApiPerception  # noqa: E402
+from c3m.models.base import Extractor  # noqa: E402
+from c3m.types import VisualAnchor  # noqa: E402
+
+
+def _reply(obj) -> dict:
+    return {"content": json.dumps(obj)}
+
+
+def test_perception_caption_sends_the_image_and_strips(server):
+    img = png_bytes(size=(24, 16))
+    server.script = [_reply({"caption": "  A red mug on a shelf. "})]
+    p = ApiPerception(make_client(server))
+    assert isinstance(p, Extractor)
+    assert p.name == "api:test-model" and p.version.startswith("perception-1/")
+    assert p.caption(img) == "A red mug on a shelf."
+    assert server.images == [("data:image/png;base64", img)]
+    payload = server.requests[-1][1]
+    assert payload["response_format"] == {"type": "json_object"}
+    assert "Describe this image" in _system(payload) and '"caption"' in _system(payload)
+
+
+def test_perception_visual_anchors_clamp_boxes_to_the_image(server):
+    img = png_bytes(size=(24, 16))
+    server.script = [_reply({"objects": [
+        {"label": " Mug ", "attribute": "colour", "value": "red", "bbox": [-5, 2, 30.4, 40]},  # clamped
+        {"label": "lamp", "bbox": [20, 15, 3, 1]},                 # corners swapped
+        {"label": "book", "bbox": [10, 10, 10, 12]},               # zero width: no box
+        {"label": "cup", "bbox": [1, 2, 3]},                       # not four numbers: no box
+        {"label": "ghost", "bbox": [30, 20, 40, 30]},              # wholly outside: no box
+        {"label": "  ", "bbox": [0, 0, 5, 5]},                     # no label: dropped
+        {"label": "plate", "attribute": "", "value": ""}]})]       # empty strings: None
+    anchors = ApiPerception(make_client(server)).visual_anchors(img)
+    assert anchors == [VisualAnchor("mug", "colour", "red", 1.0, (0, 2, 24, 16)),
+                       VisualAnchor("lamp", None, None, 1.0, (3, 1, 20, 15)),
+                       VisualAnchor("book", None, None, 1.0, None),
+                       VisualAnchor("cup", None, None, 1.0, None),
+                       VisualAnchor("ghost", None, None, 1.0, None),
+                       VisualAnchor("plate", None, None, 1.0, None)]
+    for a in anchors:
+        if a.bbox is not None:
+            x0, y0, x1, y1 = a.bbox
+            assert 0 <= x0 < x1 <= 24 and 0 <= y0 < y1 <= 16
+    assert "24x16" in _system(server.requests[-1][1])
+
+
+def test_perception_ground(server):
+    img = png_bytes(size=(24, 16))
+    p = ApiPerception(make_client(server))
+    server.script = [_reply({"found": False, "bbox": [1, 1, 5, 5]}), _reply({"found": True, "bbox": [2, 3, 100, 100]}),
+                     _reply({"found": True}), _reply({"found": True, "bbox": [5, 5, 5, 9]})]
+    assert p.ground(img, "red mug") is None
+    assert p.ground(img, "red mug") == (2, 3, 24, 16)
+    assert p.ground(img, "red mug") is None
+    assert p.ground(img, "red mug") is None
+    assert "'red mug'" in _system(server.requests[0][1]) and "24x16" in _system(server.requests[0][1])
+
+
+def test_perception_summarize(server):
+    server.script = [_reply({"summary": " Alice moved to Paris in May. "})]
+    out = ApiPerception(make_client(server)).summarize("Alice: I moved to Paris in May!", max_tokens=32)
+    assert out == "Alice moved to Paris in May."
+    payload = server.requests[-1][1]
+    assert "at most 32 tokens" in _system(payload) and _user_text(payload) == "Alice: I moved to Paris in May!"
+    assert server.images == []  # text only
+
+
+def test_perception_schema_invalid_reply_is_retried(server):
+    img = png_bytes()
+    server.script = [_reply({"caption": 5}), {"content": "a mug, I think"}, _reply({"caption": "a mug"})]
+    assert ApiPerception(make_client(server), max_attempts=3).caption(img) == "a mug"
+    assert len(server.requests) == 3
+    second, third = server.requests[1][1]["messages"], server.requests[2][1]["messages"]
+    assert "expected string" in second[-1]["content"] and second[-2]["role"] == "assistant"
+    assert "not valid JSON" in third[-1]["content"]
+    server.script = [_reply({"objects": [{"bbox": [0, 0, 4, 4]}]}), _reply({"objects": "mug"})]
+    with pytest.raises(ExtractionError):
+        ApiPerception(make_client(server), max_attempts=2).visual_anchors(img)
+    server.script = [_reply({"bbox": [0, 0, 4, 4]})]
+    with pytest.raises(ExtractionError, match="found"):
+        ApiPerception(make_client(server), max_attempts=1).ground(img, "mug")
+
+
+def test_perception_runner_over_the_endpoint(server):
+    """perceive() with ApiPerception: caption, anchors, then a grounding call for the object the turn names."""
+    import hashlib as _hashlib
+
+    from c3m.types import ImageRef, Provenance, RawNode
+    from c3m.write.perception import perceive
+
+    img = png_bytes(size=(200, 100))
+    ref = ImageRef(_hashlib.sha256(img).hexdigest(), "image/png", 200, 100, len(img))
+    node = RawNode("n1", Provenance("ns", "s1", 0, datetime(2026, 3, 1)), "user", "Here is my red mug.", (ref,))
+    server.script = [_reply({"caption": "a red mug"}),
+                     _reply({"objects": [{"label": "mug", "attribute": "colour", "value": "red",
+                                          "bbox": [20, 20, 60, 60]}, {"label": "table", "bbox": [0, 0, 200, 100]}]}),
+                     _reply({"found": True, "bbox": [22, 21, 58, 61]})]
+    ((rec, crop),) = perceive([node], ApiPerception(make_client(server)), lambda r: img)
+    assert rec.caption == "a red mug" and rec.backend == "api:test-model" and rec.crop_phrase == "red mug"
+    assert "'red mug'" in _system(server.requests[2][1])
+    assert rec.crop_box == (18, 17, 62, 65)  # the grounded box padded by 10% per side
+    assert crop is not None and rec.crop.width == 44 and rec.crop.height == 48
