@@ -86,8 +86,8 @@ def measure_context(ctx: Context, budget: ReaderBudget, get_nodes: Callable, nam
         elif item.form is EvidenceForm.GROUNDED_CROP:
             for im in item.images:
                 rec = derived_blob(im.sha256) if derived_blob is not None else None
-                owners = set(rec.get("node_ids", [rec.get("node_id")])) if rec else set()
-                if rec is None or item.node_id not in owners or rec.get("source_sha256") not in own:
+                links = rec.get("links", [(rec.get("node_id"), rec.get("source_sha256"))]) if rec else []
+                if not any(node_id == item.node_id and source in own for node_id, source in links):
                     problems.append(f"item {item.node_id}: crop {im.sha256[:12]} is not a derived blob of its node's "
                                     "images")
         elif item.images:

@@ -65,7 +65,8 @@ class Memory:
 
     @property
     def method_name(self) -> str:
-        return self.method.name
+        """The key the method's snapshots and log are stored under (``MemoryMethod.snapshot_key``)."""
+        return self.method.snapshot_key
 
     @property
     def version(self) -> int:
@@ -77,7 +78,7 @@ class Memory:
         head = self.store.head_seq(self.namespace)
         if self._version == head:
             return head
-        snap_version = self.store.latest_snapshot_version(self.namespace, self.method.name)
+        snap_version = self.store.latest_snapshot_version(self.namespace, self.method.snapshot_key)
         if snap_version >= head and snap_version > 0:
             self._load(snap_version)
             return head
@@ -86,13 +87,13 @@ class Memory:
         return self._version or 0
 
     def _load(self, version: int) -> None:
-        snap = self.store.snapshot(self.namespace, self.method.name, version)
+        snap = self.store.snapshot(self.namespace, self.method.snapshot_key, version)
         self.method.load_state(snap.state)
         self._version = version
 
     def _catch_up_locked(self, upto: int | None = None) -> None:
         """Inside the write lock: fold in every committed session after our version (up to ``upto``)."""
-        snap_version = self.store.latest_snapshot_version(self.namespace, self.method.name)
+        snap_version = self.store.latest_snapshot_version(self.namespace, self.method.snapshot_key)
         if snap_version and snap_version != self._version and (upto is None or snap_version <= upto):
             self._load(snap_version)
         elif not snap_version and self._version is None:
@@ -107,10 +108,10 @@ class Memory:
 
     def _commit_snapshot(self, seq: int, session_id: str, actions: Sequence[dict], *, replay: bool = False) -> None:
         m = self.method
-        self.store.put_snapshot(self.namespace, m.name, seq, session_id, m.state(), m.pointers(),
+        self.store.put_snapshot(self.namespace, m.snapshot_key, seq, session_id, m.state(), m.pointers(),
                                 complete_provenance=m.complete_provenance)
         for a in actions:
-            self.store.log_maintenance(self.namespace, m.name, seq, session_id, a.get("action", "?"),
+            self.store.log_maintenance(self.namespace, m.snapshot_key, seq, session_id, a.get("action", "?"),
                                        dict(a, replay=replay))
         self._version = seq
 
@@ -200,7 +201,7 @@ class Memory:
 
     def snapshot(self, version: int | None = None) -> Snapshot | None:
         """The index snapshot after session ``version`` (latest when None)."""
-        return self.store.snapshot(self.namespace, self.method.name, version)
+        return self.store.snapshot(self.namespace, self.method.snapshot_key, version)
 
     def stats(self) -> dict:
         self.sync()

@@ -410,9 +410,6 @@ def test_compose_does_not_cite_redacted_nodes_through_raw_forms():
     assert kept.node_id in {i.node_id for i in ctx.items}
 
 
-@pytest.mark.xfail(reason="BUG: compose attaches a memory's SUMMARY item to c.nodes[0] even when that node is "
-                          "redacted, so measure_context reports 'redacted' (c3m/read/compose.py, "
-                          "`add(m, EvidenceForm.SUMMARY, c.nodes[0], ...)`)", strict=True)
 def test_summary_is_not_attributed_to_a_redacted_node():
     w = World()
     gone = w.add(node("s1", 0, "secret mug", redacted=True))

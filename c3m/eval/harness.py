@@ -101,6 +101,47 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
+def method_spec(spec: str) -> tuple[str, dict]:
+    """``"c3m:reader=c3m,expansion=false"`` -> ("c3m", {"reader": "c3m", "expansion": False}): a method variant
+    (an ablation) is a name plus option values, reported under the whole spec."""
+    name, _, rest = spec.partition(":")
+    options: dict = {}
+    for part in filter(None, rest.split(",")):
+        key, eq, value = part.partition("=")
+        if not eq:
+            from ..errors import InvalidInput
+
+            raise InvalidInput("methods", f"variant {spec!r}: {part!r} is not key=value",
+                               fix="write variants as name:key=value,key=value, e.g. c3m:expansion=false")
+        low = value.strip().lower()
+        options[key.strip()] = (True if low == "true" else False if low == "false" else
+                                int(low) if low.lstrip("-").isdigit() else
+                                float(low) if low.replace(".", "", 1).lstrip("-").isdigit() else value.strip())
+    return name, options
+
+
+def _read_only_variants(methods: list[str]) -> dict[str, str]:
+    """{spec: base spec} for every spec whose options beyond its base's are all read-only for its method
+    (``MemoryMethod.read_options``) and whose base spec — the same name and write options — is also run."""
+    from ..methods import method_class
+
+    out = {}
+    parsed = {m: method_spec(m) for m in methods}
+    for spec, (name, options) in parsed.items():
+        try:
+            read_only = method_class(name).read_options
+        except Exception:  # unknown names fail later, with the registry's message
+            continue
+        write = {k: v for k, v in options.items() if k not in read_only}
+        if write == options:
+            continue
+        for base, (bname, boptions) in parsed.items():
+            if base != spec and bname == name and boptions == write:
+                out[spec] = base
+                break
+    return out
+
+
 def resolve_perception(name: str, dataset_root: str | Path) -> str:
     """``oracle`` means the oracle of the dataset being replayed."""
     return f"oracle:{Path(dataset_root).resolve()}" if name == "oracle" else name
@@ -108,20 +149,21 @@ def resolve_perception(name: str, dataset_root: str | Path) -> str:
 
 def _replay_job(history: History, store: str, config: MemoryConfig, budget: ReaderBudget | None, length: str,
                 guard: tuple[str, ...], judge: str | None, perception: str | None = None,
-                questions_file: str | None = None) -> HistoryResult:
+                questions_file: str | None = None, variants: tuple = ()) -> list[HistoryResult]:
     shutil.rmtree(store, ignore_errors=True)  # unfinished before: start this history from scratch
     config = replace(config, perception=resolve_perception(config.perception, guard[0]))
     models = _models(config.text_embedder, config.token_counter, config.answerer, config.perception,
                      config.image_embedder)
-    return replay_history(history, store, config=config, models=models, budget=budget, length=length,
-                          guard_paths=guard, judge=_judge(judge), perception=models.perception,
-                          questions_file=questions_file)
+    out = replay_history(history, store, config=config, models=models, budget=budget, length=length,
+                         guard_paths=guard, judge=_judge(judge), perception=models.perception,
+                         questions_file=questions_file, variants=variants)
+    return out if isinstance(out, list) else [out]
 
 
 def _history_job(runs: list[tuple]) -> list[HistoryResult]:
     """Every pending method on one history, one after the other in one process: the methods then share the
     process's embedding memo (the same texts, the same vectors), so only the first one pays for embedding."""
-    return [_replay_job(*args) for args in runs]
+    return [r for args in runs for r in _replay_job(*args)]
 
 
 def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *, config: MemoryConfig | None = None,
@@ -163,18 +205,31 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
             save_questions(h.questions, qfile)
             blind.append((replace(h, questions=()), str(qfile)))
         del histories  # the questions now live only in the guarded files
+        pending: dict[str, list[str]] = {}  # spec -> histories it still needs
         for method in methods:
             res_file = out / "results" / _safe(method) / f"{_safe(length)}{suffix}.jsonl"
             done = {r.history: r for r in _read_results(res_file)}
             everything.setdefault(method, {}).setdefault(length, []).extend(done.values())
-            cfg = replace(config, method=method)
-            for i, (h, qfile) in enumerate(blind):
-                if i % world == rank and h.id not in done:
+            pending[method] = [h.id for i, (h, _) in enumerate(blind) if i % world == rank and h.id not in done]
+        riders = _read_only_variants(methods)  # spec -> base spec whose write replay it shares
+        for method in methods:
+            if method in riders and set(pending[method]) <= set(pending[riders[method]]):
+                continue  # asked on its base's committed index, in the base's job
+            name, options = method_spec(method)
+            cfg = replace(config, method=name, method_options={**config.method_options, **options})
+            res_file = out / "results" / _safe(method) / f"{_safe(length)}{suffix}.jsonl"
+            mine = [s for s, base in riders.items() if base == method and set(pending[s]) <= set(pending[method])]
+            for h, qfile in blind:
+                if h.id in pending[method]:
                     store = out / "stores" / _safe(method) / _safe(length) / _safe(h.id)
+                    variants = tuple((s, method_spec(s)[1]) for s in mine if h.id in pending[s])
+                    tags = [(res_file, method, length)] + [
+                        (out / "results" / _safe(s) / f"{_safe(length)}{suffix}.jsonl", s, length)
+                        for s, _ in variants]
                     jobs.setdefault((length, h.id), []).append(
-                        ((res_file, method, length), (h, str(store), cfg, budget, length, guard, judge, perception,
-                                                      qfile)))
-    bar = tqdm(total=sum(map(len, jobs.values())), desc="eval", unit="history", disable=not progress)
+                        (tags, (h, str(store), cfg, budget, length, guard, judge, perception, qfile, variants)))
+    bar = tqdm(total=sum(len(t) for runs in jobs.values() for t, _ in runs), desc="eval", unit="history",
+               disable=not progress)
 
     def record(tags, results):
         for (res_file, method, length), result in zip(tags, results):
@@ -182,7 +237,7 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
             everything[method][length].append(result)
             bar.update(1)
 
-    batches = [([t for t, _ in runs], [a for _, a in runs]) for runs in jobs.values()]
+    batches = [([tag for t, _ in runs for tag in t], [a for _, a in runs]) for runs in jobs.values()]
     if workers <= 1:
         for tags, runs in batches:
             record(tags, _history_job(runs))

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Sequence
 
 from ..budget import measure_index
 from ..config import MemoryConfig
@@ -146,11 +147,16 @@ def load_questions(path: str | Path) -> tuple[Question, ...]:
 
 def replay_history(history: History, store: str | Path, *, config: MemoryConfig, models: Models | None = None,
                    budget: ReaderBudget | None = None, length: str = "?", guard_paths=(),
-                   judge=None, perception=None, questions_file: str | Path | None = None) -> HistoryResult:
+                   judge=None, perception=None, questions_file: str | Path | None = None,
+                   variants: Sequence[tuple[str, dict]] = ()) -> HistoryResult | list[HistoryResult]:
     """Write every session (questions hidden), then ask every question; returns the measurements.
 
     The questions are ``history.questions``, or (as the harness runs it, so that they are not in memory during
-    the write phase) read from ``questions_file`` after the last session was written."""
+    the write phase) read from ``questions_file`` after the last session was written.
+
+    ``variants``: (spec, options) pairs of *read-only* options of the same method (``MemoryMethod.read_options``);
+    each is asked every question on the same committed index — one write replay for a whole ablation table —
+    and gets its own HistoryResult (then a list is returned, the main result first)."""
     from ..memory import Memory
 
     sessions, questions = history.sessions, history.questions  # split before the write phase starts
@@ -182,21 +188,37 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
         if questions_file is not None:
             questions = load_questions(questions_file)
         budget = budget or mem.config.reader_budget
-        for q in questions:
-            reads = mem.store.nodes_read
-            t0 = time.perf_counter()
-            ctx = mem.retrieve(q.question, budget, check=False)  # measured here, recorded, never trusted
-            elapsed = time.perf_counter() - t0
-            reads = mem.store.nodes_read - reads
-            read = with_captions(ctx, perception, mem.store.image_bytes) if perception is not None and judge is not None else ctx
-            scored = score_context(namespace, q, ctx, elapsed, mem.measure(read, budget), reads)
-            if judge is not None:
-                correct = 0.0
-                answer_text = None
-                if scored.violation is None:
-                    answer = mem.models.answerer.answer(q.question, read, image_loader=mem.store.image_bytes)
-                    answer_text = answer.text
-                    correct = float(judge.judge(q.question, q.answer, answer.text, q.category).correct)
-                scored = replace(scored, judged_acc=correct, prediction=answer_text)
-            result.questions.append(scored)
-    return result
+        result.questions = _ask(mem, namespace, questions, budget, judge, perception)
+        extra = []
+        for spec, options in variants:  # read-only variants: the same committed index, another reader
+            variant = type(mem.method)(mem.store, mem.namespace, mem.models, write_budget=mem.config.write_budget,
+                                       options={**config.method_options, **options})
+            variant.load_state(mem.method.state())
+            main, mem.method = mem.method, variant
+            extra.append(replace(result, method=spec, questions=_ask(mem, namespace, questions, budget, judge,
+                                                                     perception)))
+            mem.method = main
+    return [result, *extra] if variants else result
+
+
+def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, perception) -> list[QuestionResult]:
+    """Every question once, through ``retrieve`` only; each context measured by the harness, never trusted."""
+    out = []
+    for q in questions:
+        reads = mem.store.nodes_read
+        t0 = time.perf_counter()
+        ctx = mem.retrieve(q.question, budget, check=False)
+        elapsed = time.perf_counter() - t0
+        reads = mem.store.nodes_read - reads
+        read = (with_captions(ctx, perception, mem.store.image_bytes) if perception is not None and judge is not None
+                else ctx)
+        scored = score_context(namespace, q, ctx, elapsed, mem.measure(read, budget), reads)
+        if judge is not None:
+            correct, answer_text = 0.0, None
+            if scored.violation is None:
+                answer = mem.models.answerer.answer(q.question, read, image_loader=mem.store.image_bytes)
+                answer_text = answer.text
+                correct = float(judge.judge(q.question, q.answer, answer.text, q.category).correct)
+            scored = replace(scored, judged_acc=correct, prediction=answer_text)
+        out.append(scored)
+    return out

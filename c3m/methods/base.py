@@ -41,6 +41,9 @@ class MemoryMethod(ABC):
     #: harness measures every snapshot (``c3m.budget.measure_index``) and records a violation when a bounded
     #: method exceeds it; unbounded methods are labelled *unbounded* in every table, with their index size.
     bounded: ClassVar[bool] = False
+    #: options that change only the read path: the harness asks such variants on the base method's committed
+    #: index instead of replaying the writes again (an ablation table costs one write replay per history)
+    read_options: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, store: ColdStore, namespace: str, models: Models, *,
                  write_budget: WriteBudget = WriteBudget(), options: dict[str, Any] | None = None):
@@ -117,6 +120,23 @@ class MemoryMethod(ABC):
         self._pending = {n.node_id: n for n in nodes}
         if perception:
             self.remember_perception(perception)
+
+    def write_options(self) -> dict[str, Any]:
+        """The options that shape the index (not the read path) where they differ from the method's defaults."""
+        return {}
+
+    @property
+    def snapshot_key(self) -> str:
+        """What snapshots and the maintenance log are stored under: the name, plus a digest of non-default write
+        options, so an index built one way is never loaded by a method configured another way."""
+        opts = self.write_options()
+        if not opts:
+            return self.name
+        import hashlib
+        import json
+
+        digest = hashlib.sha256(json.dumps(opts, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        return f"{self.name}@{digest}"
 
     def prepare(self, nodes: Sequence[RawNode]) -> None:
         """Optional slow work before the write lock is taken (e.g. embed and cache the new texts)."""

@@ -88,7 +88,15 @@ class C3MConfig:
         for k, v in options.items():
             want = type(getattr(base, k))
             if k == "forms":
-                v = tuple(v.split(",")) if isinstance(v, str) else tuple(v)
+                if isinstance(v, str):
+                    v = tuple(v.replace("+", ",").split(","))
+                elif isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+                    v = tuple(v)
+                else:
+                    raise InvalidInput("method_options.forms", f"must be form names, got {v!r}",
+                                       fix='e.g. forms = "raw_text+caption" or ["raw_text", "caption"]')
+            elif want is str and not isinstance(v, str):
+                raise InvalidInput(f"method_options.{k}", f"must be a string, got {v!r}", fix=f'e.g. {k} = "{getattr(base, k)}"')
             elif want is bool and not isinstance(v, bool):
                 raise InvalidInput(f"method_options.{k}", f"must be true or false, got {v!r}", fix=f"{k} = true")
             elif want in (int, float) and (isinstance(v, bool) or not isinstance(v, (int, float))):
@@ -109,6 +117,16 @@ class C3MConfig:
                                fix="δ is a confidence threshold, e.g. 0.6")
         if self.reader not in READERS:
             raise InvalidInput("method_options.reader", f"unknown reader {self.reader!r}", fix=f"choose one of {READERS}")
+        if self.selector != "rule" and not self.selector.startswith("mlp:"):
+            raise InvalidInput("method_options.selector", f"unknown selector {self.selector!r}",
+                               fix="use 'rule' or 'mlp:PATH' (weights from training/)")
+        if self.image_token_model not in ("qwen2-vl", "none") and not self.image_token_model.startswith("fixed:"):
+            raise InvalidInput("method_options.image_token_model", f"unknown image-token model {self.image_token_model!r}",
+                               fix="use qwen2-vl, fixed:N or none")
+        if self.reader == "unified" and self.forms == ("summary",):
+            raise InvalidInput("method_options.forms", "c3m's memories are single Raw Nodes and have no summary form",
+                               fix="keep at least one of raw_text, caption, raw_image, grounded_crop (summary-only is "
+                                   "a hivemem ablation)")
         bad = [f for f in self.forms if f not in FORM_NAMES]
         if bad or not self.forms:
             raise InvalidInput("method_options.forms", f"unknown or empty evidence forms {list(self.forms)}",
@@ -176,6 +194,9 @@ class C3M(MemoryMethod):
     bounded = True
 
     preset: C3MConfig = C3MConfig()
+    read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "pool", "reader", "expansion",
+                              "k_exp", "k_edge", "visual_anchors", "idf", "forms", "selector", "threshold",
+                              "lam_tokens", "image_token_model"})
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -187,6 +208,10 @@ class C3M(MemoryMethod):
         self.summarizer = LeadSummarizer()
         self.anchors = _memo(self.cfg.anchors)
         self.reset()
+
+    def write_options(self) -> dict[str, Any]:
+        return {f.name: getattr(self.cfg, f.name) for f in fields(C3MConfig)
+                if f.name not in self.read_options and getattr(self.cfg, f.name) != getattr(self.preset, f.name)}
 
     # -- state -------------------------------------------------------------------------------
     def reset(self) -> None:

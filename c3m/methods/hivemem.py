@@ -74,6 +74,9 @@ class HiveMemConfig:
     no_crop: bool = False
     no_summary: bool = False
     selector: str = "rule"
+    #: what seeds are matched on: "summary" (published: the episode's summary) or "episode" (the mean of the
+    #: episode's shared node embeddings — a stand-in for a VLM summary when only the extractive one exists)
+    seed_on: str = "summary"
     anchors: str = "auto"
     summarizer: str = "lead"
     rebuild_growth: float = REBUILD_GROWTH
@@ -112,6 +115,9 @@ class HiveMemConfig:
         if cfg.selector != "rule" and not cfg.selector.startswith("mlp:"):
             raise InvalidInput("method_options.selector", f"unknown selector {cfg.selector!r}",
                                fix="use 'rule' or 'mlp:PATH'")
+        if cfg.seed_on not in ("summary", "episode"):
+            raise InvalidInput("method_options.seed_on", f"unknown seed vectors {cfg.seed_on!r}",
+                               fix="use 'summary' (published) or 'episode'")
         if cfg.summary_only and cfg.no_summary:
             raise InvalidInput("method_options.summary_only", "summary_only and no_summary exclude each other",
                                fix="set at most one of them")
@@ -207,6 +213,8 @@ class _Ep:
 class HiveMem(MemoryMethod):
     name = "hivemem"
     bounded = False
+    read_options = frozenset({"k_ret", "k_exp", "expansion", "summary_only", "no_raw_text", "no_raw_image",
+                              "no_caption", "no_crop", "no_summary", "selector", "seed_on"})
     complete_provenance = True
 
     def __init__(self, *args, **kwargs):
@@ -331,14 +339,28 @@ class HiveMem(MemoryMethod):
 
     # -- read --------------------------------------------------------------------------------
     def summary_vectors(self) -> np.ndarray:
-        """[N, dim] unit summary vectors (the shared text embeddings, cached in the store), built lazily."""
+        """[N, dim] unit summary vectors (the shared text embeddings, cached in the store), built lazily; with
+        ``seed_on="episode"`` the mean of each episode's node embeddings (its nodes read once, then memoised)."""
         have = len(self._sum_vecs)
         if have < len(self.episodes):
-            fresh = self.text_vectors([e.summary for e in self.episodes[have:]])
+            if self.cfg.seed_on == "episode":
+                fresh = self._episode_vectors(self.episodes[have:])
+            else:
+                fresh = self.text_vectors([e.summary for e in self.episodes[have:]])
             norms = np.linalg.norm(fresh, axis=1, keepdims=True)
             fresh = np.where(norms > 0, fresh / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
             self._sum_vecs = np.concatenate([self._sum_vecs, fresh]) if have else fresh
         return self._sum_vecs
+
+    def _episode_vectors(self, episodes) -> np.ndarray:
+        ids = [[node_id_for(self.namespace, e.session_id, t) for t in e.turns] for e in episodes]
+        stored = self.store.get_nodes([i for row in ids for i in row])
+        out = np.zeros((len(episodes), self.models.text_embedder.dim), np.float32)
+        for k, row in enumerate(ids):
+            nodes = [stored[i] for i in row if i in stored and not stored[i].redacted]
+            if nodes:
+                out[k] = self.node_vectors(nodes).mean(axis=0)
+        return out
 
     def _anchor_sims(self, q: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
         """[A] sim(q, a) = max(0, cos) for the seeds' anchors (0 elsewhere: only those are read)."""

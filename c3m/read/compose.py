@@ -61,8 +61,9 @@ class Candidate:
 
     def available(self) -> np.ndarray:
         """[5] bool: which forms this memory has at all."""
-        has_text = any(n.text.strip() for n in self.nodes)
-        has_img = any(n.images for n in self.nodes)
+        live = [n for n in self.nodes if not n.redacted]
+        has_text = any(n.text.strip() for n in live)
+        has_img = any(n.images for n in live)
         recs = [r for n in self.nodes for r in self.perceptions.get(n.node_id, ())]
         return np.array([has_text, bool(self.summary.strip()), any(r.caption for r in recs), has_img,
                          any(r.crop is not None for r in recs)])
@@ -105,9 +106,10 @@ def _words(text: str) -> set[str]:
 
 class RuleSelector:
     """rule-v1, the heuristic policy until PPO weights exist (measured against the MLP in the results):
-    raw text always (the paper's most important form); a summary for multi-turn memories; captions whenever
-    there are images; the raw image only for questions about appearance; a grounded crop when its object is
-    named in the question, or for appearance questions."""
+    raw text always (the paper's most important form); a summary for multi-turn memories; a caption for an
+    image-only turn (its only text view); for an appearance question, the grounded crop when its object is
+    named in the question, else the raw image and its caption. Chosen on the dev split: showing every caption
+    and crop added ~140 text tokens per question there without adding evidence."""
 
     name = "rule-v1"
 
@@ -118,8 +120,11 @@ class RuleSelector:
         for i, c in enumerate(candidates):
             phrases = [r.crop_phrase or "" for n in c.nodes for r in c.perceptions.get(n.node_id, ()) if r.crop]
             named = any(_words(p) & qw for p in phrases)
-            out[i] = (0.9, 0.7 if len(c.nodes) > 1 else 0.2, 0.8, 0.7 if visual else 0.1,
-                      0.8 if named else (0.6 if visual else 0.1))
+            image_only = any(n.images and not n.text.strip() for n in c.nodes)
+            caption = 0.8 if image_only else (0.55 if visual and not named else 0.2)
+            raw_image = (0.4 if named else 0.7) if visual else 0.1
+            crop = 0.8 if named else (0.3 if visual else 0.1)
+            out[i] = (0.9, 0.7 if len(c.nodes) > 1 else 0.2, caption, raw_image, crop)
         return out * candidates_available(candidates)
 
 
@@ -238,15 +243,18 @@ def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], b
         tok = count(text) if text else 0
         value = probs[m, FORMS.index(form)] * FORM_WEIGHTS[form] * (1.0 + max(-1.0, rel))
         value -= cfg.lam_tokens * (tok + itoks) / 1000.0
+        if value <= 0:  # λ·cost outweighs what the form is worth: never offered
+            return
         raw = form in (EvidenceForm.RAW_TEXT, EvidenceForm.RAW_IMAGE)
         group = slot.setdefault(node.node_id, len(slot)) if raw else -1
-        items.append(_Item(m, form, node, text, tuple(images), max(1e-4, value), tok, group, itoks))
+        items.append(_Item(m, form, node, text, tuple(images), value, tok, group, itoks))
 
     itok = lambda ims: sum(image_tokens(im.width, im.height, cfg.image_token_model) for im in ims)  # noqa: E731
     for m, c in enumerate(candidates):
         o = offer[m]
-        if o[1]:
-            add(m, EvidenceForm.SUMMARY, c.nodes[0], c.summary, (), c.score)
+        anchor = next((n for n in c.nodes if not n.redacted), None)  # a summary cites its first live node
+        if o[1] and anchor is not None:
+            add(m, EvidenceForm.SUMMARY, anchor, c.summary, (), c.score)
         for n in c.nodes:
             if n.redacted:
                 continue

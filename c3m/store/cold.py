@@ -524,7 +524,8 @@ class ColdStore:
     def derived_blob(self, sha256: str, *, namespace: str | None = None) -> dict | None:
         """Provenance of a non-redacted derived blob (a grounded crop): the node and source image it was cut
         from, or None. ``node_ids`` lists every node whose identical crop shares these bytes (the other
-        fields describe the first); ``namespace`` restricts to one namespace."""
+        fields describe the first; ``links`` lists every (node, source image) pair — identical crops can come from
+        different source images); ``namespace`` restricts to one namespace."""
         rows = self.conn.execute(
             "SELECT * FROM derived_blobs WHERE sha256=? AND redacted=0" + (" AND namespace=?" if namespace else "")
             + " ORDER BY node_id, source_sha256", (sha256, namespace) if namespace else (sha256,)).fetchall()
@@ -535,7 +536,8 @@ class ColdStore:
                 "source_sha256": r["source_sha256"], "kind": r["kind"], "box": tuple(json.loads(r["box"])),
                 "backend": r["backend"], "version": r["version"], "mime": r["mime"], "width": r["width"],
                 "height": r["height"], "nbytes": r["nbytes"],
-                "node_ids": list(dict.fromkeys(x["node_id"] for x in rows))}
+                "node_ids": list(dict.fromkeys(x["node_id"] for x in rows)),
+                "links": [(x["node_id"], x["source_sha256"]) for x in rows]}
 
     # -- index snapshots -----------------------------------------------------------------------
     def put_snapshot(self, namespace: str, method: str, version: int, session_id: str, state: dict,
