@@ -539,3 +539,11 @@ def test_support_recall_ignores_summaries(form, recall):
     r = score_context(NS, q, ctx, 0.01, m)
     assert r.support_recall == recall and r.oracle_reader_acc == recall
     assert r.route_hit == 1.0  # the item is in the pool either way
+
+
+def test_untrained_mlp_selector_is_seeded_and_named():
+    a, b = make_selector("mlp-init:0", dim=8), make_selector("mlp-init:0", dim=8)
+    assert a.name == "mlp-init:0"
+    for pa, pb in zip(a.net.parameters(), b.net.parameters()):
+        assert (pa == pb).all()
+    assert any((pa != pc).any() for pa, pc in zip(a.net.parameters(), make_selector("mlp-init:1", dim=8).net.parameters()))

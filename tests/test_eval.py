@@ -127,3 +127,22 @@ def test_oracle_perception_captions_reach_the_answerer(tmp_path):
     assert any("[image:" in (q.prediction or "") for q in qs)  # the extractive answerer quotes captions
     header = make_header(CFG, None, judge="f1", perception="oracle")
     assert "oracle (hidden ground truth)" in header["answer_accuracy"]
+
+
+def test_read_only_variants_share_the_write_replay_and_match_a_standalone_run(dataset, tmp_path):
+    """A variant that changes only read options is asked on its base's committed index: one store, and the
+    same per-question results as replaying it on its own; the results carry the whole spec."""
+    specs = ["c3m", "c3m:expansion=false,entries_k=2", "c3m:forms=raw_text"]
+    shared = run_eval([dataset], specs, tmp_path / "shared", config=CFG, progress=False)
+    alone = run_eval([dataset], specs[1:2], tmp_path / "alone", config=CFG, progress=False)
+    stores = {p.name for p in (tmp_path / "shared" / "stores").iterdir()}
+    assert stores == {"c3m"}  # the variants wrote nothing of their own
+    strip = lambda rs: sorted(((r.history, q.question_id, q.support_recall, q.text_tokens, q.images)  # noqa: E731
+                               for r in rs for q in r.questions))
+    for length, results in alone[specs[1]].items():
+        assert strip(shared[specs[1]][length]) == strip(results)
+    loaded = load_results(tmp_path / "shared")
+    assert set(loaded) == set(specs) and all(r.method == s for s in specs for rs in loaded[s].values() for r in rs)
+    # a variant with a write option is not a rider: it replays on its own
+    run_eval([dataset], ["c3m", "c3m:delta=0.5"], tmp_path / "write", config=CFG, progress=False)
+    assert {p.name for p in (tmp_path / "write" / "stores").iterdir()} == {"c3m", "c3m_delta_0.5"}

@@ -233,6 +233,7 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
 
     def record(tags, results):
         for (res_file, method, length), result in zip(tags, results):
+            result.method = method  # the whole spec ("c3m:expansion=false"), not only the method's name
             _append(res_file, result)
             everything[method][length].append(result)
             bar.update(1)
@@ -256,5 +257,7 @@ def load_results(out: str | Path) -> dict[str, dict[str, list[HistoryResult]]]:
     everything: dict[str, dict[str, list[HistoryResult]]] = {}
     for path in sorted((Path(out) / "results").glob("*/*.jsonl")):
         length = path.name.split(".")[0]
-        everything.setdefault(path.parent.name, {}).setdefault(length, []).extend(_read_results(path))
+        for r in _read_results(path):  # a variant's folder name is its spec made file-safe; its results hold the spec
+            key = r.method if _safe(r.method) == path.parent.name else path.parent.name
+            everything.setdefault(key, {}).setdefault(length, []).append(r)
     return everything

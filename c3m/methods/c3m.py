@@ -117,9 +117,9 @@ class C3MConfig:
                                fix="δ is a confidence threshold, e.g. 0.6")
         if self.reader not in READERS:
             raise InvalidInput("method_options.reader", f"unknown reader {self.reader!r}", fix=f"choose one of {READERS}")
-        if self.selector != "rule" and not self.selector.startswith("mlp:"):
+        if self.selector != "rule" and not self.selector.startswith(("mlp:", "mlp-init:")):
             raise InvalidInput("method_options.selector", f"unknown selector {self.selector!r}",
-                               fix="use 'rule' or 'mlp:PATH' (weights from training/)")
+                               fix="use 'rule', 'mlp:PATH' (weights from training/) or 'mlp-init:SEED'")
         if self.image_token_model not in ("qwen2-vl", "none") and not self.image_token_model.startswith("fixed:"):
             raise InvalidInput("method_options.image_token_model", f"unknown image-token model {self.image_token_model!r}",
                                fix="use qwen2-vl, fixed:N or none")
@@ -203,7 +203,8 @@ class C3M(MemoryMethod):
         self.cfg = C3MConfig.from_options(self.options, self.name, self.preset)
         self.read_cfg = self.cfg.bmer()
         self.compose_cfg = self.cfg.compose()
-        self.selector = make_selector(self.cfg.selector) if self.cfg.reader == "unified" else None
+        self.selector = (make_selector(self.cfg.selector, dim=self.models.text_embedder.dim)
+                         if self.cfg.reader == "unified" else None)
         self.head = FeatureRelationHead()
         self.summarizer = LeadSummarizer()
         self.anchors = _memo(self.cfg.anchors)

@@ -185,12 +185,17 @@ class MLPSelector:
         return sel
 
 
-SELECTORS = ("rule", "mlp:PATH")
+SELECTORS = ("rule", "mlp:PATH", "mlp-init:SEED")
 
 
-def make_selector(name: str = "rule") -> Selector:
+def make_selector(name: str = "rule", *, dim: int = 384) -> Selector:
+    """``rule`` (rule-v1), ``mlp:PATH`` (trained weights), ``mlp-init:SEED`` (the untrained MLP PPO starts from:
+    a floor to measure the learned selector against, never a default)."""
     if name == "rule":
         return RuleSelector()
+    if name.startswith("mlp-init:") and name.split(":", 1)[1].isdigit():
+        seed = int(name.split(":", 1)[1])
+        return MLPSelector(dim, seed=seed, name=f"mlp-init:{seed}")
     if name.startswith("mlp:"):
         path = Path(name[4:])
         if not path.is_file():
