@@ -21,7 +21,8 @@ DEFAULT_STORE = "./c3m-store"
 
 def _config(args) -> MemoryConfig:
     cfg = MemoryConfig.load(args.config) if getattr(args, "config", None) else MemoryConfig()
-    changes = {k: getattr(args, k) for k in ("method", "text_embedder", "answerer") if getattr(args, k, None)}
+    changes = {k: getattr(args, k) for k in ("method", "text_embedder", "answerer", "perception", "image_embedder")
+               if getattr(args, k, None)}
     return cfg.with_(**changes) if changes else cfg
 
 
@@ -330,6 +331,13 @@ def build_parser() -> argparse.ArgumentParser:
                             help="text embedder backend (default auto: packaged MiniLM, else hashing)")
             sp.add_argument("--answerer", choices=("extractive", "smollm", "local", "api"),
                             help="who answers from the context (default extractive; see `c3m models`)")
+            sp.add_argument("--perception", metavar="{none,oracle,oracle:DATASET,scene-encoder,local:PATH,api}",
+                            help="write-time perception for every method: captions, visual anchors and grounded "
+                                 "crops stored as derived records (default none; oracle = a synthetic dataset's "
+                                 "hidden ground truth, named as such in reports; scene-encoder is synthetic-domain "
+                                 "only; see docs/multimodal.md)")
+            sp.add_argument("--image-embedder", metavar="{none,scene-encoder,local:PATH}",
+                            help="image vectors for RAMU's text-image agreement (default none)")
             sp.add_argument("--config", help="TOML/YAML file with MemoryConfig fields")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -430,11 +438,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workers", type=int, default=1, help="parallel worker processes over histories")
     sp.add_argument("--limit", type=int, help="only the first N histories of each dataset")
     sp.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    sp.add_argument("--perception",
-                    help="write-time perception for every method: none (default), oracle (the synthetic dataset's "
-                         "hidden ground truth, named as such in the report), scene-encoder (synthetic domain "
-                         "only), local:PATH (a VLM folder) or api; captions, visual anchors and grounded crops "
-                         "become derived records; with --judge a text-only answerer also reads the captions")
     sp.add_argument("--judge", choices=("em", "f1", "contains", "api"),
                     help="also answer each question (configured answerer) and judge it: exact match, token F1, "
                          "gold-contained-in-prediction, or an LLM judge at $C3M_API_BASE_URL")

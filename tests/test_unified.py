@@ -240,7 +240,10 @@ def test_method_spec_parses_to_typed_options():
     assert (cfg.reader, cfg.expansion, cfg.k_exp) == ("c3m", False, 3)
     name, opts = method_spec("c3m:forms=raw_text+caption,threshold=0.25,idf=TRUE,lam_tokens=-0.5")
     assert opts == {"forms": "raw_text+caption", "threshold": 0.25, "idf": True, "lam_tokens": -0.5}
-    assert C3MConfig.from_options(opts).forms == ("raw_text", "caption")
+    with pytest.raises(InvalidInput) as err:  # a negative token price would reward reading more
+        C3MConfig.from_options(opts)
+    assert err.value.field == "method_options.lam_tokens"
+    assert C3MConfig.from_options({**opts, "lam_tokens": 0.5}).forms == ("raw_text", "caption")
     assert method_spec("c3m-paper") == ("c3m-paper", {})
     assert method_spec("hivemem:") == ("hivemem", {})
     with pytest.raises(InvalidInput) as err:

@@ -36,6 +36,7 @@ from ..index.active import MAX_VISUAL, ActiveIndex, normalize
 from ..write.ramu import apply, decide, propose
 from ..write.units import Unit, describe_text, segment
 from .base import MemoryMethod, register
+from .options import parse_options
 
 RELATION_HEADS = ("feature",)
 READERS = ("unified", "c3m")
@@ -78,35 +79,7 @@ class C3MConfig:
 
     @classmethod
     def from_options(cls, options: dict[str, Any], method: str = "c3m", base: "C3MConfig | None" = None) -> "C3MConfig":
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise InvalidInput(f"method_options.{unknown[0]}", f"unknown option for method {method!r}",
-                               fix=f"use only {sorted(known)}")
-        base = base or cls()
-        values = {}
-        for k, v in options.items():
-            want = type(getattr(base, k))
-            if k == "forms":
-                if isinstance(v, str):
-                    v = tuple(v.replace("+", ",").split(","))
-                elif isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
-                    v = tuple(v)
-                else:
-                    raise InvalidInput("method_options.forms", f"must be form names, got {v!r}",
-                                       fix='e.g. forms = "raw_text+caption" or ["raw_text", "caption"]')
-            elif want is str and not isinstance(v, str):
-                raise InvalidInput(f"method_options.{k}", f"must be a string, got {v!r}", fix=f'e.g. {k} = "{getattr(base, k)}"')
-            elif want is bool and not isinstance(v, bool):
-                raise InvalidInput(f"method_options.{k}", f"must be true or false, got {v!r}", fix=f"{k} = true")
-            elif want in (int, float) and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise InvalidInput(f"method_options.{k}", f"must be a number, got {v!r}", fix=f"e.g. {k} = {getattr(base, k)}")
-            elif want is int and isinstance(v, float) and not v.is_integer():
-                raise InvalidInput(f"method_options.{k}", f"must be an integer, got {v!r}", fix=f"e.g. {k} = {getattr(base, k)}")
-            values[k] = want(v) if want in (int, float) else v
-        cfg = replace(base, **values)
-        cfg.validate()
-        return cfg
+        return parse_options(cls, options, method, base)
 
     def validate(self) -> None:
         if self.relation_head not in RELATION_HEADS:
@@ -131,7 +104,8 @@ class C3MConfig:
         if bad or not self.forms:
             raise InvalidInput("method_options.forms", f"unknown or empty evidence forms {list(self.forms)}",
                                fix=f"choose a non-empty subset of {list(FORM_NAMES)}")
-        for k in ("candidates", "entries_k", "pool", "k_exp", "k_edge", "unit_tokens", "summary_tokens"):
+        for k in ("candidates", "entries_k", "pool", "k_exp", "k_edge", "unit_tokens", "summary_tokens", "threshold",
+                  "lam_tokens", "gamma", "lam"):
             if getattr(self, k) < 0:
                 raise InvalidInput(f"method_options.{k}", f"must be >= 0, got {getattr(self, k)}", fix=f"{k} = 0 or more")
 

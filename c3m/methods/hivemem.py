@@ -30,7 +30,7 @@ reaches every Raw Node (complete provenance).
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -45,6 +45,7 @@ from ..models.summary import LeadSummarizer
 from ..types import BudgetUse, Context, ImagePerception, RawNode, ReaderBudget, RouteTrace, node_id_for
 from ..write.episodes import episode_id, segment_episodes
 from .base import MemoryMethod, register
+from .options import parse_options
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 1
@@ -59,11 +60,11 @@ ABLATIONS = {"no_raw_text": "raw_text", "no_summary": "summary", "no_caption": "
 
 @dataclass(frozen=True)
 class HiveMemConfig:
-    episode_tokens: int = 256
-    k_edge: int = 4
-    k_ret: int = 5
-    k_exp: int = 2
-    summary_tokens: int = 48
+    episode_tokens: int = field(default=256, metadata={"minimum": 1})
+    k_edge: int = field(default=4, metadata={"minimum": 1})
+    k_ret: int = field(default=5, metadata={"minimum": 1})
+    k_exp: int = field(default=2, metadata={"minimum": 0})
+    summary_tokens: int = field(default=48, metadata={"minimum": 1})
     expansion: bool = True
     visual_anchors: bool = True
     idf: bool = True
@@ -79,36 +80,12 @@ class HiveMemConfig:
     seed_on: str = "summary"
     anchors: str = "auto"
     summarizer: str = "lead"
-    rebuild_growth: float = REBUILD_GROWTH
+    rebuild_growth: float = field(default=REBUILD_GROWTH, metadata={"minimum": 1e-9})
 
     @classmethod
     def from_options(cls, options: dict[str, Any], method: str = "hivemem") -> "HiveMemConfig":
         """Validated config; unknown keys or bad values raise ``InvalidInput("method_options.<key>")``."""
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise InvalidInput(f"method_options.{unknown[0]}", f"unknown option for method {method!r}",
-                               fix=f"use only {sorted(known)}")
-        mins = {"episode_tokens": 1, "k_edge": 1, "k_ret": 1, "k_exp": 0, "summary_tokens": 1}
-        for key, value in options.items():
-            default = known[key].default
-            if isinstance(default, bool):
-                if not isinstance(value, bool):
-                    raise InvalidInput(f"method_options.{key}", f"must be true or false, got {value!r}",
-                                       fix=f"set {key} to a boolean")
-            elif isinstance(default, int):
-                if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < mins[key]:
-                    raise InvalidInput(f"method_options.{key}", f"must be an integer >= {mins[key]}, got {value!r}",
-                                       fix=f"set {key} to an int >= {mins[key]}")
-            elif isinstance(default, float):
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                    raise InvalidInput(f"method_options.{key}", f"must be a number > 0, got {value!r}",
-                                       fix=f"set {key} to e.g. {default}")
-            elif not isinstance(value, str):
-                raise InvalidInput(f"method_options.{key}", f"must be a string, got {value!r}",
-                                   fix=f"set {key} to e.g. {default!r}")
-        cfg = cls(**{k: (int(v) if isinstance(known[k].default, int) and not isinstance(v, bool)
-                         else float(v) if isinstance(known[k].default, float) else v) for k, v in options.items()})
+        cfg = parse_options(cls, options, method)
         if cfg.summarizer not in SUMMARIZERS:
             raise InvalidInput("method_options.summarizer", f"unknown summarizer {cfg.summarizer!r}",
                                fix=f"choose one of {SUMMARIZERS}")

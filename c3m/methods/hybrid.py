@@ -13,16 +13,16 @@ yardstick for C3M's bounded index, not a bounded memory.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
-from ..errors import InvalidInput
 from ..types import RawNode
 from .base import register
 from .bm25 import Bm25Index
 from .dense_topk import DenseScorer
-from .ranked import RankedNodesMethod, int_option
+from .ranked import RankedConfig, RankedNodesMethod
 
 
 def rrf(rankings: Sequence[np.ndarray], n: int, *, k: float, depth: int) -> np.ndarray:
@@ -38,19 +38,21 @@ def rrf(rankings: Sequence[np.ndarray], n: int, *, k: float, depth: int) -> np.n
     return out
 
 
+@dataclass(frozen=True)
+class HybridConfig(RankedConfig):
+    rrf_k: float = field(default=60.0, metadata={"minimum": 0})    # reciprocal-rank fusion constant
+    depth: int = field(default=100, metadata={"minimum": 1})       # ranks fused from each ranking
+
+
 @register
 class Hybrid(RankedNodesMethod):
     name = "hybrid"
-    OPTIONS: ClassVar[dict[str, Any]] = {**RankedNodesMethod.OPTIONS, "rrf_k": 60, "depth": 100}
+    Config = HybridConfig
+    read_options = frozenset({"pool", "rrf_k", "depth"})
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        k = self.opts["rrf_k"]
-        if isinstance(k, bool) or not isinstance(k, (int, float)) or not k >= 0:
-            raise InvalidInput("method_options.rrf_k", f"must be a number >= 0, got {k!r}",
-                               fix="the usual value is 60")
-        self.rrf_k = float(k)
-        self.depth = int_option(self.name, "depth", self.opts["depth"])
+        self.rrf_k, self.depth = self.cfg.rrf_k, self.cfg.depth
 
     def _clear(self) -> None:
         if not hasattr(self, "dense"):

@@ -18,24 +18,23 @@ yardsticks for C3M's bounded index, not bounded memories (``bounded = False``).
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
 
 import numpy as np
 
-from ..errors import InvalidInput, StoreError
+from ..errors import StoreError
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace
 from .base import MemoryMethod
+from .options import parse_options
 
 #: default size of the candidate pool handed to the budgeted selection
 DEFAULT_POOL = 48
 
 
-def int_option(method: str, name: str, value: Any, *, minimum: int = 1) -> int:
-    """A validated integer option (``method_options.<name>``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidInput(f"method_options.{name}", f"must be an integer >= {minimum} for method {method!r}, "
-                           f"got {value!r}", fix=f"set {name} to an int >= {minimum}")
-    return int(value)
+@dataclass(frozen=True)
+class RankedConfig:
+    pool: int = field(default=DEFAULT_POOL, metadata={"minimum": 1})  # candidates handed to the selection
 
 
 class RankedNodesMethod(MemoryMethod):
@@ -43,17 +42,14 @@ class RankedNodesMethod(MemoryMethod):
 
     complete_provenance = True
     bounded = False
-    #: option name -> default; subclasses extend it (``{**RankedNodesMethod.OPTIONS, ...}``)
-    OPTIONS: ClassVar[dict[str, Any]] = {"pool": DEFAULT_POOL}
+    #: the typed options (a frozen dataclass; subclasses extend ``RankedConfig``)
+    Config: ClassVar[type] = RankedConfig
+    read_options = frozenset({"pool"})
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        unknown = sorted(set(self.options) - set(self.OPTIONS))
-        if unknown:
-            raise InvalidInput(f"method_options.{unknown[0]}", f"unknown option for method {self.name!r}",
-                               fix=f"use only {sorted(self.OPTIONS)}")
-        self.opts = {**self.OPTIONS, **self.options}
-        self.pool_size = int_option(self.name, "pool", self.opts["pool"])
+        self.cfg = parse_options(self.Config, self.options, self.name)
+        self.pool_size = self.cfg.pool
         self.reset()
 
     # -- what a subclass provides --------------------------------------------------------------
