@@ -35,8 +35,9 @@ def _diff(d, scale: float = 100.0, digits: int = 1) -> str:
 
 
 def headline(everything, lengths) -> list[str]:
-    lines = ["| Method | Length | Histories | Support Recall | Oracle-reader | Route-Hit | Context tokens (text + image) | "
-             "Images | Pool | Bounded | Peak index (entries / KiB) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| Method | Length | Histories | Support Recall | raw Support Recall | Oracle-reader | Judged (extractive, F1) | "
+             "Route-Hit | Context tokens (text + image) | Images | Pool | Bounded | Peak index (entries / KiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for length in lengths:
         for m in HEADLINE:
             res = everything.get(m, {}).get(length)
@@ -45,7 +46,8 @@ def headline(everything, lengths) -> list[str]:
             o = aggregate(res)["overall"]
             peak = o["index_peak_max"] or {}
             lines.append(f"| {m} | {length} | {o['histories']} | {_pct(o['support_recall'])} | "
-                         f"{_pct(o['oracle_reader_acc'])} | {_pct(o['route_hit'])} | "
+                         f"{_pct(o['raw_support_recall'])} | {_pct(o['oracle_reader_acc'])} | {_pct(o['judged_acc'])} | "
+                         f"{_pct(o['route_hit'])} | "
                          f"{o['context_tokens']['mean']:.0f} ({o['text_tokens']['mean']:.0f} + "
                          f"{o['image_tokens']['mean']:.0f}) | {o['images']['mean']:.2f} | {o['pool_size']['mean']:.0f} | "
                          f"{'yes' if o['bounded'] else 'no'} | {peak.get('entries', 0):.0f} / "
@@ -68,14 +70,15 @@ def paired(everything, lengths, a: str, others, metric: str = "support_recall", 
 
 def ablations(everything, lengths, base: str) -> list[str]:
     variants = sorted(m for m in everything if m.startswith((base + ":", base + "_")))
-    lines = [f"| Variant of `{base}` | Length | Support Recall | − full (paired) | Oracle-reader | − full (paired) | "
-             "Context tokens | Images |", "|---|---|---|---|---|---|---|---|"]
+    lines = [f"| Variant of `{base}` | Length | Support Recall | − full (paired) | raw SR | − full (paired) | "
+             "Oracle-reader | − full (paired) | Context tokens | Images |", "|---|---|---|---|---|---|---|---|---|---|"]
     for length in lengths:
         full = everything.get(base, {}).get(length)
         if not full:
             continue
         o = aggregate(full)["overall"]
-        lines.append(f"| **full** | {length} | {_pct(o['support_recall'])} | | {_pct(o['oracle_reader_acc'])} | | "
+        lines.append(f"| **full** | {length} | {_pct(o['support_recall'])} | | {_pct(o['raw_support_recall'])} | | "
+                     f"{_pct(o['oracle_reader_acc'])} | | "
                      f"{o['context_tokens']['mean']:.0f} | {o['images']['mean']:.2f} |")
         for v in variants:
             res = everything[v].get(length)
@@ -83,9 +86,38 @@ def ablations(everything, lengths, base: str) -> list[str]:
                 continue
             ov = aggregate(res)["overall"]
             lines.append(f"| {v[len(base) + 1:]} | {length} | {_pct(ov['support_recall'])} | "
-                         f"{_diff(paired_difference(res, full, 'support_recall'))} | {_pct(ov['oracle_reader_acc'])} | "
+                         f"{_diff(paired_difference(res, full, 'support_recall'))} | {_pct(ov['raw_support_recall'])} | "
+                         f"{_diff(paired_difference(res, full, 'raw_support_recall'))} | {_pct(ov['oracle_reader_acc'])} | "
                          f"{_diff(paired_difference(res, full, 'oracle_reader_acc'))} | "
                          f"{ov['context_tokens']['mean']:.0f} | {ov['images']['mean']:.2f} |")
+    return lines
+
+
+def diagnosis(everything, lengths, a: str = "c3m", b: str = "dense-topk") -> list[str]:
+    """Per category, the questions where B's context holds more gold turns than A's, split by A's trace: the gold
+    turn never reached A's candidate pool (a routing miss: pages/entries/pool), or it did and the budgeted
+    selection left it out (a selection miss); and the reverse wins."""
+    lines = [f"| Length | Category | {a} worse | of which routing miss | selection miss | {a} better | "
+             f"{a} better where {b}'s pool missed |", "|---|---|---|---|---|---|---|"]
+    for length in lengths:
+        ra, rb = everything.get(a, {}).get(length), everything.get(b, {}).get(length)
+        if not ra or not rb:
+            continue
+        qb = {(r.history, q.question_id): q for r in rb for q in r.questions}
+        for cat in RETRIEVAL_CATEGORIES:
+            worse = route = better = better_route = 0
+            for r in ra:
+                for q in r.questions:
+                    o = qb.get((r.history, q.question_id))
+                    if q.category != cat or o is None or q.support_recall is None:
+                        continue
+                    if q.support_recall < o.support_recall:
+                        worse += 1
+                        route += q.route_hit == 0
+                    elif q.support_recall > o.support_recall:
+                        better += 1
+                        better_route += o.route_hit == 0
+            lines.append(f"| {length} | {cat} | {worse} | {route} | {worse - route} | {better} | {better_route} |")
     return lines
 
 
@@ -127,10 +159,16 @@ def main() -> None:
     parts = ["## Headline (overall = IE/MSR/TR/KU)", "", *headline(everything, lengths), "",
              "## Paired differences: c3m − B, Support Recall ×100 (95% paired cluster bootstrap; **A** = c3m wins, "
              "**B** = B wins)", "", *paired(everything, lengths, "c3m", HEADLINE[1:]), "",
+             "## Paired differences: c3m − B, raw Support Recall ×100 (only turns shown raw count)", "",
+             *paired(everything, lengths, "c3m", HEADLINE[1:], "raw_support_recall"), "",
+             "## Paired differences: c3m − B, judged accuracy ×100 (extractive answerer, F1 judge)", "",
+             *paired(everything, lengths, "c3m", HEADLINE[1:], "judged_acc"), "",
              "## Paired differences: c3m − B, context tokens (text + image; negative = c3m reads fewer)", "",
              *paired(everything, lengths, "c3m", HEADLINE[1:], "context_tokens", 1.0, 0), "",
              "## Paired differences: c3m − B, oracle-reader accuracy ×100", "",
              *paired(everything, lengths, "c3m", HEADLINE[1:], "oracle_reader_acc"), "",
+             "## Where c3m loses and wins against dense-topk, by c3m's route trace", "",
+             *diagnosis(everything, lengths), "",
              "## Ablations of the unified reader (read-only variants asked on the same committed index)", "",
              *ablations(everything, lengths, "c3m"), "",
              "## Ablations of hivemem (HiVe-Mem's table; visual_anchors/idf rebuild the graph)", "",

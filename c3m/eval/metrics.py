@@ -8,6 +8,9 @@ Every number is the harness's own measurement (``c3m.budget``), never the method
 - **Support Recall**: share of gold evidence turns present in the final context: shown raw (text or image) or
   as a view of their own image (caption, grounded crop). A summary is not evidence of a turn (it compresses
   several), so a summary item alone does not count.
+- **raw Support Recall**: the stricter reading — only gold turns shown *raw* (their stored text, or their
+  original image) count; captions and crops, which depend on the perception backend, do not. Reported beside
+  Support Recall so a gain that comes only through derived views is visible.
 - **context tokens**: text tokens + image tokens (each image priced by the configured image-token model; a
   grounded crop costs less than its image), measured by the harness.
 - **oracle-reader accuracy**: 1 iff *all* gold evidence turns are in the context (a perfect reader could
@@ -36,7 +39,7 @@ from ..models.answer import content_words
 from ..budget import INDEX_DIMENSIONS, Measured
 from ..types import Context, EvidenceForm, Question, node_id_for
 
-METRICS = ("route_hit", "support_recall", "oracle_reader_acc", "judged_acc", "text_tokens", "image_tokens",
+METRICS = ("route_hit", "support_recall", "raw_support_recall", "oracle_reader_acc", "judged_acc", "text_tokens", "image_tokens",
            "context_tokens", "images",
            "raw_nodes_read", "read_ms", "pool_size", "nodes_read", "scored", "violation_rate")
 #: categories whose retrieval metrics make up "overall" (AR is reported on its own row)
@@ -64,6 +67,7 @@ class QuestionResult:
     violation: str | None = None     # why the context broke the reader budget (then every score is 0)
     pages: int = 0
     image_tokens: int = 0            # the shown images under the image-token model (crops cheaper)
+    raw_support_recall: float | None = None  # gold turns shown raw (text or original image) only
 
     @property
     def context_tokens(self) -> int:
@@ -86,21 +90,26 @@ def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float
     use = measured.use if measured is not None else ctx.use
     violation = measured.violation if measured is not None else None
     got = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items if i.form is not EvidenceForm.SUMMARY}
+    raw = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items
+           if i.form in (EvidenceForm.RAW_TEXT, EvidenceForm.RAW_IMAGE)}
     gold = {(e.session, e.turn) for e in q.evidence}
     pool = set(ctx.trace.pool) | {i.node_id for i in ctx.items}
     if gold:
         route_hit = float(any(node_id_for(namespace, s, t) in pool for s, t in gold))
         recall = len(gold & got) / len(gold)
+        raw_recall = len(gold & raw) / len(gold)
         oracle = float(gold <= got)
     else:
-        route_hit = recall = None
+        route_hit = recall = raw_recall = None
         oracle = float(not _misleading(q.question, ctx)) if q.category == "AR" else 0.0
     if violation:
-        route_hit, recall, oracle = (0.0 if route_hit is not None else None), (0.0 if recall is not None else None), 0.0
+        zero = lambda v: 0.0 if v is not None else None  # noqa: E731
+        route_hit, recall, raw_recall, oracle = zero(route_hit), zero(recall), zero(raw_recall), 0.0
     return QuestionResult(namespace, q.id, q.category, route_hit, recall, oracle, use.text_tokens, use.images,
                           use.raw_nodes, round(read_seconds * 1000, 3), pool_size=len(pool), nodes_read=nodes_read,
                           scored=int(ctx.trace.scored), violation=violation, pages=use.pages,
-                          image_tokens=measured.image_tokens if measured is not None else 0)
+                          image_tokens=measured.image_tokens if measured is not None else 0,
+                          raw_support_recall=raw_recall)
 
 
 def bootstrap_ci(values_by_cluster: list[list[float]], *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
