@@ -538,6 +538,7 @@ def test_support_recall_ignores_summaries(form, recall):
     assert not m.problems
     r = score_context(NS, q, ctx, 0.01, m)
     assert r.support_recall == recall and r.oracle_reader_acc == recall
+    assert r.raw_support_recall == (1.0 if form is EvidenceForm.RAW_TEXT else 0.0)  # derived views never count raw
     assert r.route_hit == 1.0  # the item is in the pool either way
 
 
