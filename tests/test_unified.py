@@ -555,3 +555,16 @@ def test_forgotten_session_never_reaches_a_context(tmp_path, method):
                 ctx = mem.retrieve(q, b)
                 assert not gone & {i.node_id for i in ctx.items}
                 assert all("Leeds market" not in i.text or i.provenance.session_id != "s0" for i in ctx.items)
+
+
+def test_expansion_pages_reserve_page_budget_for_expanded_entries(stores):
+    """With pages kept back for expansion, routing reads fewer pages, expansion may open others (charged in the
+    trace), and no context ever goes over the page budget (Memory.retrieve raises if one did)."""
+    base = _contexts(stores[True], _models(True), entries_k=2)
+    kept = _contexts(stores[True], _models(True), entries_k=2, expansion_pages=1)
+    for key, ctx in kept.items():
+        _, budget = key
+        assert len({p for p, _ in ctx.trace.pages}) <= budget.pages
+    off = _contexts(stores[True], _models(True), entries_k=2, expansion_pages=1, expansion=False)
+    assert off == _contexts(stores[True], _models(True), entries_k=2, expansion=False)  # no expansion: no reserve
+    assert kept.keys() == base.keys()

@@ -69,6 +69,7 @@ class C3MConfig:
     expansion: bool = True         # anchor-graph one-hop expansion of the routed entries
     k_exp: int = 2
     k_edge: int = 4
+    expansion_pages: int = 0       # pages of the page budget kept back for expansion (0: expand within routed pages)
     visual_anchors: bool = True    # visual anchors in the graph
     idf: bool = True               # IDF-weighted edges and expansion scores
     forms: tuple[str, ...] = FORM_NAMES  # evidence forms offered (ablations: no raw text, no caption, ...)
@@ -169,6 +170,7 @@ class C3M(MemoryMethod):
 
     preset: C3MConfig = C3MConfig()
     read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "pool", "reader", "expansion",
+                              "expansion_pages",
                               "k_exp", "k_edge", "visual_anchors", "idf", "forms", "selector", "threshold",
                               "lam_tokens", "image_token_model"})
 
@@ -273,16 +275,26 @@ class C3M(MemoryMethod):
     def _read_unified(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget) -> Context:
         """BMER routing → anchor-graph expansion → node memories → vertical composition (module docstring)."""
         c = self.cfg
-        pages, routed = route(self.index, q, keys, budget, self.read_cfg)
+        reserve = min(c.expansion_pages, max(0, budget.pages - 1)) if c.expansion else 0
+        pages, routed = route(self.index, q, keys, replace(budget, pages=budget.pages - reserve), self.read_cfg)
         if not routed:
             note = "empty memory" if not self.index.entries else "no page routed (page budget 0)"
             return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=(note,)))
         expanded: list = []
         if c.expansion:
             read_pages = {p for p, _ in pages}
-            expanded = expand_entries(self.index, [e for e, _ in routed], q, self.text_vectors, k_exp=c.k_exp,
-                                      k_edge=c.k_edge, use_idf=c.idf, visual=c.visual_anchors,
-                                      allowed=lambda e: e.page in read_pages)
+            found = expand_entries(self.index, [e for e, _ in routed], q, self.text_vectors,
+                                   k_exp=c.k_exp if not reserve else 4 * c.k_exp, k_edge=c.k_edge, use_idf=c.idf,
+                                   visual=c.visual_anchors, allowed=None if reserve else (lambda e: e.page in read_pages))
+            extra: dict[int, float] = {}  # pages opened by expansion: charged to the page budget (trace.pages)
+            for e, s in found:
+                if len(expanded) == c.k_exp:
+                    break
+                if e.page in read_pages or e.page in extra or len(extra) < reserve:
+                    if e.page not in read_pages:
+                        extra.setdefault(e.page, s)
+                    expanded.append((e, s))
+            pages = list(pages) + [(p, s) for p, s in extra.items()]
         score = lambda e: float(e.z @ q) + c.lexical * lexical(keys, e, self.index)  # noqa: E731  s(q, e)
         members = [(e, s, "routed") for e, s in routed] + [(e, score(e), "expanded") for e, _ in expanded]
         owner: dict[str, tuple] = {}
