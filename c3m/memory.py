@@ -155,7 +155,13 @@ class Memory:
 
     def forget(self, *, node_ids: Iterable[str] = (), session_id: str | None = None, reason: str) -> ForgetReport:
         """Redact Raw Nodes for privacy (logged); the index is rebuilt from the redacted store."""
-        report = self.store.forget(self.namespace, node_ids=list(node_ids), session_id=session_id, reason=reason)
+        node_ids = list(node_ids)
+        targets = list(self.store.get_nodes(node_ids).values()) + (
+            self.store.nodes_for_session(self.namespace, session_id) if session_id is not None else [])
+        mine = [n for n in targets if n.provenance.namespace == self.namespace and not n.redacted]
+        texts = self.method.embedding_texts(mine) if mine else []  # what was embedded for them (text + captions)
+        report = self.store.forget(self.namespace, node_ids=node_ids, session_id=session_id, reason=reason,
+                                   derived_texts=texts)
         self._version = None
         self.sync()
         return report

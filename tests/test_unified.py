@@ -17,6 +17,7 @@ from PIL import Image, ImageDraw
 
 from c3m.config import MemoryConfig
 from c3m.errors import InvalidInput
+from c3m.store import text_sha256 as text_sha
 from c3m.eval.harness import method_spec
 from c3m.index.active import ActiveIndex, IndexEntry, normalize
 from c3m.memory import Memory
@@ -568,3 +569,20 @@ def test_expansion_pages_reserve_page_budget_for_expanded_entries(stores):
     off = _contexts(stores[True], _models(True), entries_k=2, expansion_pages=1, expansion=False)
     assert off == _contexts(stores[True], _models(True), entries_k=2, expansion=False)  # no expansion: no reserve
     assert kept.keys() == base.keys()
+
+
+def test_forget_drops_the_cached_vector_of_text_plus_captions(stores, tmp_path):
+    """What a method embedded for an image turn (its text with its captions) is derived from the forgotten
+    turn: forget removes that cached vector too, not only the vector of the bare text."""
+    import shutil
+
+    path = tmp_path / "copy"
+    shutil.copytree(stores[True], path)
+    with _open(path, _models(True)) as mem:
+        node = next(n for n in mem.nodes() if n.images and n.text.strip())
+        (text,) = mem.method.embedding_texts([node])
+        assert text != node.text and "[image:" in text
+        model = mem.models.text_embedder.name
+        assert mem.store.get_vectors(model, [text_sha(text)])
+        mem.forget(node_ids=[node.node_id], reason="test")
+        assert not mem.store.get_vectors(model, [text_sha(text)])

@@ -615,13 +615,15 @@ class ColdStore:
 
     # -- privacy -------------------------------------------------------------------------------
     def forget(self, namespace: str, *, node_ids: Sequence[str] = (), session_id: str | None = None,
-               reason: str) -> ForgetReport:
+               reason: str, derived_texts: Sequence[str] = ()) -> ForgetReport:
         """Redact Raw Nodes for privacy: blank their text, drop their images, log who/why.
 
         Derived data is dropped with them: cached vectors of the forgotten text and captions, their derived
         perception records (caption and anchors blanked, marked redacted), their grounded crops, and every
         index snapshot from the first affected session on (the method rebuilds them by replay on next open).
-        Blobs still referenced by another non-redacted node image or derived blob are kept.
+        Blobs still referenced by another non-redacted node image or derived blob are kept. ``derived_texts``
+        are further texts made from the forgotten nodes (e.g. a method's "text + captions" embedding string),
+        whose cached vectors are dropped too.
         """
         check_namespace(namespace)
         if not reason or not reason.strip():
@@ -668,6 +670,8 @@ class ColdStore:
                 self.conn.execute("UPDATE derived_blobs SET redacted=1 WHERE node_id=? AND redacted=0", (nid,))
                 seq = self.session_record(namespace, node.session_id).seq
                 first_seq = seq if first_seq is None else min(first_seq, seq)
+            for text in derived_texts:  # e.g. a method's "text + captions" embedding string of these nodes
+                self.conn.execute("DELETE FROM vector_cache WHERE text_sha256=?", (text_sha256(text),))
             dropped = 0
             if first_seq is not None:
                 dropped = self.conn.execute("DELETE FROM index_snapshots WHERE namespace=? AND version>=?",
