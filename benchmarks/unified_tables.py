@@ -35,7 +35,7 @@ def _diff(d, scale: float = 100.0, digits: int = 1) -> str:
 
 
 def headline(everything, lengths) -> list[str]:
-    lines = ["| Method | Length | Histories | Support Recall | raw Support Recall | Oracle-reader | Judged (extractive, F1) | "
+    lines = ["| Method | Length | Histories | Support Recall | raw Support Recall | Oracle-reader | Judged (extractive answerer, gold contained) | "
              "Route-Hit | Context tokens (text + image) | Images | Pool | Bounded | Peak index (entries / KiB) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for length in lengths:
@@ -161,7 +161,7 @@ def main() -> None:
              "**B** = B wins)", "", *paired(everything, lengths, "c3m", HEADLINE[1:]), "",
              "## Paired differences: c3m − B, raw Support Recall ×100 (only turns shown raw count)", "",
              *paired(everything, lengths, "c3m", HEADLINE[1:], "raw_support_recall"), "",
-             "## Paired differences: c3m − B, judged accuracy ×100 (extractive answerer, F1 judge)", "",
+             "## Paired differences: c3m − B, judged accuracy ×100 (extractive answerer, `contains` judge: the gold answer is in its reply)", "",
              *paired(everything, lengths, "c3m", HEADLINE[1:], "judged_acc"), "",
              "## Paired differences: c3m − B, context tokens (text + image; negative = c3m reads fewer)", "",
              *paired(everything, lengths, "c3m", HEADLINE[1:], "context_tokens", 1.0, 0), "",
