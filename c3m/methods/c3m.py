@@ -27,10 +27,10 @@ import numpy as np
 from ..errors import InvalidInput
 from ..models.relation_head import FeatureRelationHead
 from ..models.summary import LeadSummarizer
-from ..read.bmer import BmerConfig, lexical, route, select
+from ..read.bmer import BmerConfig, expand_pool, lexical, route, select
 from ..read.compose import FORM_NAMES, Candidate, ComposeConfig, compose, make_selector
 from ..read.expand import expand_entries
-from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace, node_id_for
+from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace
 from ..write.capacity import enforce
 from ..index.active import MAX_VISUAL, ActiveIndex, normalize
 from ..write.ramu import apply, decide, propose
@@ -297,27 +297,11 @@ class C3M(MemoryMethod):
             pages = list(pages) + [(p, s) for p, s in extra.items()]
         score = lambda e: float(e.z @ q) + c.lexical * lexical(keys, e, self.index)  # noqa: E731  s(q, e)
         members = [(e, s, "routed") for e, s in routed] + [(e, score(e), "expanded") for e, _ in expanded]
-        owner: dict[str, tuple] = {}
-        for e, s, origin in members:  # a node reached from several entries keeps its best-scoring owner
-            for sid, turns in e.sources().items():
-                for t in turns:
-                    nid = node_id_for(self.namespace, sid, t)
-                    if nid not in owner or s > owner[nid][1]:
-                        owner[nid] = (e, s, origin)
-        ids = sorted(owner)
-        from c3m_kernels.candidate_topk import candidate_topk
-
-        nodes = self.store.get_nodes(ids)
-        V = self.node_vectors([nodes[i] for i in ids])
-        _, idx = candidate_topk(q[None, :].astype(np.float32), V, min(c.pool, len(ids)))
-        pool = [(nodes[ids[i]], float(V[i] @ q)) for i in (int(i) for i in idx[0] if i >= 0)
-                if not nodes[ids[i]].redacted]
-        seen = self.perception([n for n, _ in pool])
-        cands = []
-        for n, cos in pool:
-            e, s, origin = owner[n.node_id]
-            cands.append(Candidate(n.node_id, (n,), cos + c.entry_boost * s, perceptions={n.node_id: seen.get(n.node_id, [])},
-                                   origin=origin, page=e.page))
+        ids, pool = expand_pool(members, self.namespace, q, self.read_cfg, get_nodes=self.store.get_nodes,
+                                vectors=self.node_vectors)
+        seen = self.perception([n for n, _, _, _ in pool])
+        cands = [Candidate(n.node_id, (n,), rel, perceptions={n.node_id: seen.get(n.node_id, [])}, origin=origin,
+                           page=e.page) for n, rel, e, origin in pool]
         trace = RouteTrace(self.name, pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
                            entries=tuple((e.entry_id, round(s, 4)) for e, s, _ in members),
                            expanded_nodes=tuple(ids), scored=len(ids),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace, node_id_for
+from ..types import BudgetUse, Context, ContextItem, EvidenceForm, ReaderBudget, RouteTrace, node_id_for
 from ..index.active import ActiveIndex, IndexEntry, idf
 
 
@@ -74,6 +74,37 @@ def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBud
     return chosen, [(e, e_score[e.entry_id]) for e in routed[: cfg.entries_k]]
 
 
+def expand_pool(members, namespace: str, q: np.ndarray, cfg: BmerConfig, *, get_nodes, vectors):
+    """Expand (entry, score[, tag]) members into Src(e) Raw Nodes and keep the ``cfg.pool`` most relevant.
+
+    A node reached from several entries keeps its best-scoring owner; the pool is TopK by cos(q, node)
+    (``candidate_topk``), each node's relevance Rel = cos + η · s(q, owner), redacted nodes dropped. Returns
+    (every expanded node id, [(node, Rel, owner entry, owner's tag)])."""
+    owner: dict[str, tuple] = {}
+    for e, s, *tag in members:
+        for sid, turns in e.sources().items():
+            for t in turns:
+                nid = node_id_for(namespace, sid, t)
+                if nid not in owner or s > owner[nid][1]:
+                    owner[nid] = (e, s, tag[0] if tag else None)
+    expanded = sorted(owner)
+    if not expanded:
+        return expanded, []
+    from c3m_kernels.candidate_topk import candidate_topk
+
+    nodes = get_nodes(expanded)
+    V = vectors([nodes[i] for i in expanded])
+    _, idx = candidate_topk(q[None, :].astype(np.float32), V, min(cfg.pool, len(expanded)))
+    pool = []
+    for i in (int(i) for i in idx[0] if i >= 0):
+        node = nodes[expanded[i]]
+        if node.redacted:
+            continue
+        e, s, tag = owner[node.node_id]
+        pool.append((node, float(V[i] @ q) + cfg.entry_boost * s, e, tag))
+    return expanded, pool
+
+
 def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_keys: set[str], budget: ReaderBudget,
            cfg: BmerConfig, *, vectors, get_nodes, count, method: str) -> Context:
     """The whole read path for one question (module docstring). ``get_nodes(ids) -> {id: RawNode}`` reads the
@@ -82,27 +113,8 @@ def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_k
     if not routed:
         note = "empty memory" if not index.entries else "no page routed (page budget 0)"
         return Context(question, (), BudgetUse(), budget, RouteTrace(method, notes=(note,)))
-    owner: dict[str, tuple[IndexEntry, float]] = {}
-    for e, s in routed:  # a node reached from several entries keeps its best-scoring owner
-        for sid, turns in e.sources().items():
-            for t in turns:
-                nid = node_id_for(namespace, sid, t)
-                if nid not in owner or s > owner[nid][1]:
-                    owner[nid] = (e, s)
-    expanded = sorted(owner)
-    from c3m_kernels.candidate_topk import candidate_topk
-
-    nodes = get_nodes(expanded)
-    V = vectors([nodes[i] for i in expanded])
-    k = min(cfg.pool, len(expanded))
-    _, idx = candidate_topk(q[None, :].astype(np.float32), V, k)
-    pool: list[tuple[RawNode, float, IndexEntry]] = []
-    for i in (int(i) for i in idx[0] if i >= 0):
-        node = nodes[expanded[i]]
-        if node.redacted:
-            continue
-        e, s = owner[node.node_id]
-        pool.append((node, float(V[i] @ q) + cfg.entry_boost * s, e))
+    expanded, scored = expand_pool(routed, namespace, q, cfg, get_nodes=get_nodes, vectors=vectors)
+    pool = [(node, rel, e) for node, rel, e, _ in scored]
     tokens = {n.node_id: count(n.text) for n, _, _ in pool}
     chosen, dropped = _solve(pool, tokens, budget, cfg)
     picked = [pool[i] for i in chosen]
