@@ -22,3 +22,20 @@ def make_session(i: int, *, with_image: bool = True, text: str | None = None) ->
                   (png_bytes((10 * i % 255, 40, 90)),) if with_image else ()),
              Turn("assistant", f"Noted mug {i}.")]
     return Session(f"s{i}", base + timedelta(days=i), tuple(turns))
+
+
+# -- a drawn scene for perception tests: a red mug and a blue book on a table ---------------------------------
+W, H = 200, 100
+MUG, BOOK, TABLE = (20, 20, 60, 60), (100, 10, 190, 90), (0, 0, W, H)
+
+
+def scene_png(mug=(200, 30, 30), book=(30, 30, 200)) -> bytes:
+    from PIL import Image, ImageDraw
+
+    im = Image.new("RGB", (W, H), (240, 240, 240))
+    draw = ImageDraw.Draw(im)
+    draw.rectangle((MUG[0], MUG[1], MUG[2] - 1, MUG[3] - 1), fill=mug)
+    draw.rectangle((BOOK[0], BOOK[1], BOOK[2] - 1, BOOK[3] - 1), fill=book)
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
+    return buf.getvalue()

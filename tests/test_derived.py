@@ -9,26 +9,15 @@ from dataclasses import replace
 from datetime import datetime
 
 import pytest
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from c3m.errors import InvalidInput
 from c3m.models.base import Extractor
 from c3m.store import ColdStore, verify_store
 from c3m.types import ImagePerception, Session, Turn, VisualAnchor
 from c3m.write.perception import choose_anchor, pad_box, perceive, perception_text
+from factories import BOOK, H, MUG, TABLE, W, scene_png
 
-W, H = 200, 100
-MUG, BOOK, TABLE = (20, 20, 60, 60), (100, 10, 190, 90), (0, 0, W, H)
-
-
-def scene_png(mug=(200, 30, 30), book=(30, 30, 200)) -> bytes:
-    im = Image.new("RGB", (W, H), (240, 240, 240))
-    draw = ImageDraw.Draw(im)
-    draw.rectangle((MUG[0], MUG[1], MUG[2] - 1, MUG[3] - 1), fill=mug)
-    draw.rectangle((BOOK[0], BOOK[1], BOOK[2] - 1, BOOK[3] - 1), fill=book)
-    buf = io.BytesIO()
-    im.save(buf, "PNG")
-    return buf.getvalue()
 
 
 class FakeExtractor:

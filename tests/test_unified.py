@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import math
 from collections import Counter
 from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw
 
 from c3m.config import MemoryConfig
 from c3m.errors import InvalidInput
@@ -26,6 +24,7 @@ from c3m.models import ApproxTokenCounter, ExtractiveAnswerer, HashingEmbedder, 
 from c3m.read.compose import FORM_NAMES
 from c3m.read.expand import entry_anchors, expand_entries
 from c3m.types import EvidenceForm, ReaderBudget, Session, Turn, VisualAnchor
+from factories import BOOK, H, MUG, TABLE, W, scene_png
 
 T0 = datetime(2026, 3, 1, 9, 0)
 
@@ -255,18 +254,6 @@ def test_method_spec_parses_to_typed_options():
 # =============================================================================================================
 # The read path through Memory, with write-time perception
 # =============================================================================================================
-W, H = 200, 100
-MUG, BOOK, TABLE = (20, 20, 60, 60), (100, 10, 190, 90), (0, 0, W, H)
-
-
-def scene_png(mug=(200, 30, 30), book=(30, 30, 200)) -> bytes:
-    im = Image.new("RGB", (W, H), (240, 240, 240))
-    draw = ImageDraw.Draw(im)
-    draw.rectangle((MUG[0], MUG[1], MUG[2] - 1, MUG[3] - 1), fill=mug)
-    draw.rectangle((BOOK[0], BOOK[1], BOOK[2] - 1, BOOK[3] - 1), fill=book)
-    buf = io.BytesIO()
-    im.save(buf, "PNG")
-    return buf.getvalue()
 
 
 class FakeExtractor:
