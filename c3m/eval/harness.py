@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..config import MemoryConfig
+from ..errors import InvalidInput
 from ..types import History, ReaderBudget
 from .replay import HistoryResult, replay_history, save_questions
 
@@ -109,7 +110,6 @@ def method_spec(spec: str) -> tuple[str, dict]:
     for part in filter(None, rest.split(",")):
         key, eq, value = part.partition("=")
         if not eq:
-            from ..errors import InvalidInput
 
             raise InvalidInput("methods", f"variant {spec!r}: {part!r} is not key=value",
                                fix="write variants as name:key=value,key=value, e.g. c3m:expansion=false")
@@ -130,7 +130,7 @@ def _read_only_variants(methods: list[str]) -> dict[str, str]:
     for spec, (name, options) in parsed.items():
         try:
             read_only = method_class(name).read_options
-        except Exception:  # unknown names fail later, with the registry's message
+        except InvalidInput:  # unknown names fail later, with the registry's message
             continue
         write = {k: v for k, v in options.items() if k not in read_only}
         if write == options:
