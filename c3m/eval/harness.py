@@ -110,7 +110,6 @@ def method_spec(spec: str) -> tuple[str, dict]:
     for part in filter(None, rest.split(",")):
         key, eq, value = part.partition("=")
         if not eq:
-
             raise InvalidInput("methods", f"variant {spec!r}: {part!r} is not key=value",
                                fix="write variants as name:key=value,key=value, e.g. c3m:expansion=false")
         low = value.strip().lower()
