@@ -28,7 +28,7 @@ from ..errors import InvalidInput
 from ..models.relation_head import FeatureRelationHead
 from ..models.summary import LeadSummarizer
 from ..read.bmer import BmerConfig, expand_pool, lexical, route, select
-from ..read.compose import FORM_NAMES, Candidate, ComposeConfig, compose, make_selector
+from ..read.compose import FORM_NAMES, SELECTORS, Candidate, ComposeConfig, compose, is_selector_name, make_selector
 from ..read.expand import expand_entries
 from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace
 from ..write.capacity import enforce
@@ -91,9 +91,9 @@ class C3MConfig:
                                fix="δ is a confidence threshold, e.g. 0.6")
         if self.reader not in READERS:
             raise InvalidInput("method_options.reader", f"unknown reader {self.reader!r}", fix=f"choose one of {READERS}")
-        if self.selector != "rule" and not self.selector.startswith(("mlp:", "mlp-init:")):
+        if not is_selector_name(self.selector):
             raise InvalidInput("method_options.selector", f"unknown selector {self.selector!r}",
-                               fix="use 'rule', 'mlp:PATH' (weights from training/) or 'mlp-init:SEED'")
+                               fix=f"use one of {SELECTORS} (weights from training/)")
         if self.image_token_model not in ("qwen2-vl", "none") and not self.image_token_model.startswith("fixed:"):
             raise InvalidInput("method_options.image_token_model", f"unknown image-token model {self.image_token_model!r}",
                                fix="use qwen2-vl, fixed:N or none")
@@ -262,10 +262,14 @@ class C3M(MemoryMethod):
         return actions
 
     # -- read --------------------------------------------------------------------------------
-    def retrieve(self, question: str, budget: ReaderBudget) -> Context:
+    def _query(self, question: str) -> tuple[np.ndarray, set[str]]:
+        """The question's vector and its lexical keys (entities, states and the entities' words)."""
         q = self.models.text_embedder.embed([question])[0].astype(np.float32)
         ents, states, *_ = self.anchors.describe([question])[0]
-        keys = set(ents) | set(states) | {w for k in ents for w in k.split()}
+        return q, set(ents) | set(states) | {w for k in ents for w in k.split()}
+
+    def retrieve(self, question: str, budget: ReaderBudget) -> Context:
+        q, keys = self._query(question)
         if self.cfg.reader == "c3m":
             return select(self.index, self.namespace, question, q, keys, budget, self.read_cfg,
                           vectors=self.node_vectors, get_nodes=self.store.get_nodes,
@@ -274,6 +278,22 @@ class C3M(MemoryMethod):
 
     def _read_unified(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget) -> Context:
         """BMER routing → anchor-graph expansion → node memories → vertical composition (module docstring)."""
+        found = self._pool(question, q, keys, budget)
+        if isinstance(found, Context):
+            return found
+        cands, trace = found
+        return compose(question, q, cands, budget, self.compose_cfg, selector=self.selector, vectors=self.node_vectors,
+                       count=self.models.token_counter.count, trace=trace)
+
+    def retrieval_pool(self, question: str, budget: ReaderBudget) -> tuple[np.ndarray, list[Candidate]]:
+        """The unified reader's memories before composition: (query vector, candidates). The selector's training
+        data (``training/train_selector_ppo.py``) is exactly what ``compose`` would be handed."""
+        q, keys = self._query(question)
+        found = self._pool(question, q, keys, budget)
+        return q, ([] if isinstance(found, Context) else found[0])
+
+    def _pool(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget):
+        """Route, expand and pool: (candidates, trace), or an empty Context when nothing can be routed."""
         c = self.cfg
         reserve = min(c.expansion_pages, max(0, budget.pages - 1)) if c.expansion else 0
         pages, routed = route(self.index, q, keys, replace(budget, pages=budget.pages - reserve), self.read_cfg)
@@ -307,8 +327,7 @@ class C3M(MemoryMethod):
                            expanded_nodes=tuple(ids), scored=len(ids),
                            notes=(f"{len(ids)} nodes from {len(routed)} routed + {len(expanded)} expanded entries on "
                                   f"{len(pages)} pages",))
-        return compose(question, q, cands, budget, self.compose_cfg, selector=self.selector, vectors=self.node_vectors,
-                       count=self.models.token_counter.count, trace=trace)
+        return cands, trace
 
     # -- inspection --------------------------------------------------------------------------
     def describe(self) -> dict:

@@ -89,9 +89,11 @@ class HiveMemConfig:
         if cfg.summarizer not in SUMMARIZERS:
             raise InvalidInput("method_options.summarizer", f"unknown summarizer {cfg.summarizer!r}",
                                fix=f"choose one of {SUMMARIZERS}")
-        if cfg.selector != "rule" and not cfg.selector.startswith("mlp:"):
+        from ..read.compose import SELECTORS, is_selector_name
+
+        if not is_selector_name(cfg.selector):
             raise InvalidInput("method_options.selector", f"unknown selector {cfg.selector!r}",
-                               fix="use 'rule' or 'mlp:PATH'")
+                               fix=f"use one of {SELECTORS}")
         if cfg.seed_on not in ("summary", "episode"):
             raise InvalidInput("method_options.seed_on", f"unknown seed vectors {cfg.seed_on!r}",
                                fix="use 'summary' (published) or 'episode'")

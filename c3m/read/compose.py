@@ -188,6 +188,11 @@ class MLPSelector:
 SELECTORS = ("rule", "mlp:PATH", "mlp-init:SEED")
 
 
+def is_selector_name(name: str) -> bool:
+    """Whether ``make_selector`` knows this name's form (weights files are checked when it is built)."""
+    return name == "rule" or name.startswith("mlp:") or (name.startswith("mlp-init:") and name[9:].isdigit())
+
+
 def make_selector(name: str = "rule", *, dim: int = 384) -> Selector:
     """``rule`` (rule-v1), ``mlp:PATH`` (trained weights), ``mlp-init:SEED`` (the untrained MLP PPO starts from:
     a floor to measure the learned selector against, never a default)."""
