@@ -193,7 +193,7 @@ def test_expand_k_exp_caps_and_keeps_the_best():
     ({"threshold": "0.5"}, "threshold"), ({"threshold": True}, "threshold"), ({"idf": None}, "idf"),
     ({"reader": "gpu"}, "reader"), ({"forms": "raw_text+thumbnail"}, "forms"), ({"forms": ()}, "forms"),
     ({"forms": ""}, "forms"), ({"k_exp": -1}, "k_exp"), ({"delta": 1.5}, "delta"),
-    ({"relation_head": "mlp"}, "relation_head")])
+    ({"relation_head": "llm"}, "relation_head")])
 def test_from_options_rejects(options, field):
     with pytest.raises(InvalidInput) as err:
         C3MConfig.from_options(options)

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import InvalidInput
-from ..models.relation_head import FeatureRelationHead
+from ..models.relation_head import RELATION_HEADS, is_relation_head_name, make_relation_head
 from ..models.summary import LeadSummarizer
 from ..read.bmer import BmerConfig, expand_pool, lexical, route, select
 from ..read.compose import FORM_NAMES, SELECTORS, Candidate, ComposeConfig, compose, is_selector_name, make_selector
@@ -38,7 +38,6 @@ from ..write.units import Unit, describe_text, segment
 from .base import MemoryMethod, register
 from .options import parse_options
 
-RELATION_HEADS = ("feature",)
 READERS = ("unified", "c3m")
 _BACKGROUND = frozenset({"background", "wall", "table", "floor", "street", "road"})
 
@@ -83,7 +82,7 @@ class C3MConfig:
         return parse_options(cls, options, method, base)
 
     def validate(self) -> None:
-        if self.relation_head not in RELATION_HEADS:
+        if not is_relation_head_name(self.relation_head):
             raise InvalidInput("method_options.relation_head", f"unknown relation head {self.relation_head!r}",
                                fix=f"choose one of {RELATION_HEADS}")
         if not 0.0 <= self.delta <= 1.0:
@@ -181,7 +180,10 @@ class C3M(MemoryMethod):
         self.compose_cfg = self.cfg.compose()
         self.selector = (make_selector(self.cfg.selector, dim=self.models.text_embedder.dim)
                          if self.cfg.reader == "unified" else None)
-        self.head = FeatureRelationHead()
+        try:
+            self.head = make_relation_head(self.cfg.relation_head)
+        except InvalidInput as exc:  # a missing weights file: name the method option, keep the fix
+            raise InvalidInput("method_options.relation_head", exc.message, fix=exc.fix) from exc
         self.summarizer = LeadSummarizer()
         self.anchors = _memo(self.cfg.anchors)
         self.reset()

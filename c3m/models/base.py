@@ -85,5 +85,8 @@ class RelationHead(Protocol):
     """
 
     name: str
+    # a head with ``reads_text = True`` is called with ``pairs`` = [(entry text, unit text)], one per feature row;
+    # one without the attribute is called as ``predict(features)``
 
-    def predict(self, features: Sequence[Mapping[str, float]]) -> list[tuple[Relation, float]]: ...
+    def predict(self, features: Sequence[Mapping[str, float]],
+                pairs: Sequence[tuple[str, str]] | None = None) -> list[tuple[Relation, float]]: ...

@@ -82,6 +82,12 @@ def _local() -> dict[str, Any]:
     return _row("local", "local", missing, f"transformers folder {path}", hint="pip install -e '.[llm]'")
 
 
+def _shipped(kind: str, name: str, filename: str, ok: str, hint: str) -> dict[str, Any]:
+    """A backend whose weights ship in ``c3m/models/weights/`` (a few MB): available iff the file is there."""
+    path = Path(__file__).resolve().parent / "weights" / filename
+    return _row(kind, name, [] if path.is_file() else [str(path)], ok, str(path), hint)
+
+
 def available_backends() -> list[dict[str, Any]]:
     """One row per backend: {kind, name, available, reason, detail}; rows for every backend, usable or not."""
     from .anchors import INSTALL_HINT as SPACY_HINT
@@ -112,6 +118,10 @@ def available_backends() -> list[dict[str, Any]]:
         _always("extractor", "oracle", "synthetic data only: reads the generator's hidden scene graphs "
                 "(needs the dataset folder); reports must name it"),
         _always("summarizer", "lead", "extractive: first sentence + densest sentences, no model"),
+        _always("relation_head", "feature", "feature-v1: hand-set linear scorer over RAMU's phi (heuristic)"),
+        _shipped("relation_head", "mlp", "relation_mlp.npz", "MLP over all of phi, trained on the generator's gold "
+                 "pairs, temperature-scaled (see models/weights/RELATION_HEAD_CARD.md)",
+                 "train it: python training/train_relation_head.py"),
     ]
     return rows
 

@@ -76,7 +76,9 @@ def safe_pair(index: ActiveIndex, head, delta: float, k: int = 4):
                 pairs.append((entries[i], entries[j]))
                 feats.append(relation_features(_as_unit(entries[j]), entries[i], index.df, index.n_docs))
     best = None
-    for (a, b), (r, c) in zip(pairs, head.predict(feats)):
+    judged = (head.predict(feats, [(a.text, b.text) for a, b in pairs]) if getattr(head, "reads_text", False)
+              else head.predict(feats))
+    for (a, b), (r, c) in zip(pairs, judged):
         if r is Relation.SAME and c >= delta and (best is None or c > best[2]):
             best = (a, b, c)
     return best

@@ -8,6 +8,9 @@ Every feature is in [0, 1] so heads can share them:
   +1, so words in a large share of units ("plan", "update") weigh about nothing.
 - ``entity_jaccard``: IDF-weighted Jaccard — the *scope*: same thing in the same context (a mug in the
   kitchen vs. a look-alike mug in the garage share "mug" but not the room).
+- ``conflict``: the IDF mass that *both* sides have and the other lacks, min(w(a∖b), w(b∖a)) / w(a∪b). A
+  re-mention is usually a subset of what the entry knows ("my mug" after "my mug in the kitchen": 0); a
+  look-alike names its own context on both sides ("the mug in the garage" vs "the mug in the kitchen": > 0).
 - ``state_same`` / ``state_new``: share of the unit's attribute values the entry already holds / does not.
 - ``change`` / ``again`` / ``another``: the unit uses a change / re-mention / new-instance cue (action).
 - ``novelty``: ``state_new`` when the unit names attribute values, else ``change`` — repeating a known
@@ -24,7 +27,7 @@ from typing import Mapping
 from ..index.active import idf
 from .units import Unit
 
-FEATURE_NAMES = ("sim", "entity", "entity_jaccard", "state_same", "state_new", "change", "again", "another",
+FEATURE_NAMES = ("sim", "entity", "entity_jaccard", "conflict", "state_same", "state_new", "change", "again", "another",
                  "novelty", "time", "has_image", "text_image")
 
 
@@ -46,6 +49,7 @@ def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> 
         "sim": max(0.0, float(unit.z @ entry.z)),
         "entity": shared / smaller if smaller > 0 else 0.0,
         "entity_jaccard": shared / union if union > 0 else 0.0,
+        "conflict": min(sum(w[k] for k in a - b), sum(w[k] for k in b - a)) / union if union > 0 else 0.0,
         "state_same": len(unit.states & states_e) / n_states if n_states else 0.0,
         "state_new": state_new,
         "novelty": state_new if n_states else float(unit.change),

@@ -61,7 +61,10 @@ def decide(unit: Unit, candidates, head, index: ActiveIndex, delta: float) -> De
     if not candidates:
         return Decision(Action.ADD, None, None, 1.0, ())
     feats = [relation_features(unit, e, index.df, index.n_docs) for e, _ in candidates]
-    judged = head.predict(feats)
+    if getattr(head, "reads_text", False):  # heads that read the pair texts get them; others keep predict(features)
+        judged = head.predict(feats, [(e.text, unit.text) for e, _ in candidates])
+    else:
+        judged = head.predict(feats)
     rows = tuple((e.entry_id, r, float(c), s) for (e, s), (r, c) in zip(candidates, judged))
 
     def strength(row):  # actionable relations first, then the most confident

@@ -1,0 +1,409 @@
+"""Train RAMU's relation head (same / update / distinct) on the generator's gold pairs; calibrate; report.
+
+One readable file: a dataclass of arguments (every field is a ``--flag``), data, model, loop, calibration, report.
+
+Data: ``c3m.eval.relation_pairs.build_pairs`` turns a ``c3m synth`` dataset's gold pairs into phi(m, e) rows (all
+twelve features, the text–image agreement from the scene encoder, each image pair also once without it) and pair
+texts. Train on the **train** split, choose the epoch, the temperature and δ on **dev**, report on **test**.
+
+Heads (``--head``):
+- ``mlp``: standardised phi -> ReLU MLP -> 3 logits; class-balanced cross-entropy; saved as ``.npz``
+  (``MLPRelationHead``; the shipped ``c3m/models/weights/relation_mlp.npz`` comes from this script).
+- ``cross-encoder``: a transformers encoder (default: the packaged all-MiniLM-L6-v2; any local folder with
+  ``--backbone``) over "entry text [SEP] unit text", mean-pooled and joined with phi; saved as a folder
+  (``CrossEncoderRelationHead``). ``--deepspeed CONFIG`` runs it under DeepSpeed when that is installed.
+
+Calibration: one temperature fitted on dev (NLL, golden-section search over log T); test reports ECE (15 equal
+bins over the top-class confidence) and a reliability diagram.
+
+Distributed: with ``RANK`` set (``torchrun --nproc_per_node N`` or ``accelerate launch``) every global batch is
+split over the ranks and DDP averages the gradients; the loss is scaled so that N processes take exactly the
+steps one process takes (gloo on CPU, nccl on CUDA).
+
+    python training/train_relation_head.py --train /tmp/rh/train-16k --dev /tmp/rh/dev-16k --test DIR
+    torchrun --nproc_per_node 2 training/train_relation_head.py --train ... --dev ... --test ...
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from c3m.eval.relation_eval import (ece, evaluate, feature_head_judged, fit_temperature, nll,  # noqa: E402
+                                    choose_delta, softmax, sweep_table)
+from c3m.eval.relation_pairs import LABELS, RelationPairs, build_pairs  # noqa: E402
+from c3m.models.relation_head import SHIPPED_MLP, MLPRelationHead, decide_relation  # noqa: E402
+
+
+@dataclass
+class Args:
+    train: str = ""                # c3m synth folder (train split) or a cached pairs .npz
+    dev: str = ""                  # dev split: epoch, temperature and δ are chosen here
+    test: str = ""                 # test split: reported once
+    histories: int = 0             # 0: every history of each folder
+    head: str = "mlp"              # mlp | cross-encoder
+    out: str = str(SHIPPED_MLP)    # weights (.npz for mlp, a folder for cross-encoder)
+    report: str = ""               # Markdown report (and PNGs beside it); empty: none
+    cache_dir: str = "/tmp/c3m-relation-pairs"
+    image_embedder: str = "scene-encoder"  # text–image agreement feature; "none" leaves it 0
+    anchors: str = "auto"          # text anchor extractor, as the c3m method's ``anchors`` option
+    text_embedder: str = "auto"    # routing vectors (sim feature): the embedder c3m will run with
+    seed: int = 0
+    epochs: int = 60
+    batch_size: int = 512
+    lr: float = 3e-3
+    weight_decay: float = 1e-4
+    hidden: int = 64
+    layers: int = 2                # hidden layers of the MLP
+    max_steps: int = 0             # >0 stops early (smoke tests)
+    balanced: bool = True          # class-balanced loss weights
+    backbone: str = ""             # cross-encoder: a local transformers folder (empty: packaged MiniLM)
+    max_length: int = 128
+    backbone_lr: float = 3e-5
+    max_pairs: int = 0             # >0 subsamples the train pairs (cross-encoder on CPU)
+    max_eval_pairs: int = 0        # >0 subsamples the dev and test pairs (smoke runs)
+    deepspeed: str = ""            # cross-encoder: a DeepSpeed JSON config (needs `pip install deepspeed`)
+    checkpoint: str = ""           # resumable state, written every epoch; empty: <out>.ckpt
+    resume: bool = True
+    metrics: str = ""              # CSV of per-epoch metrics; empty: <out>.metrics.csv
+    threads: int = 0               # torch CPU threads (0: leave torch's default)
+    quiet: bool = False
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for f in fields(Args):
+        kind = type(f.default)
+        if kind is bool:
+            ap.add_argument(f"--{f.name.replace('_', '-')}", type=lambda v: v.lower() in ("1", "true", "yes"),
+                            default=f.default)
+        else:
+            ap.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
+    return Args(**vars(ap.parse_args(argv)))
+
+
+# --- data -------------------------------------------------------------------------------------------------
+def load_pairs(source: str, args: Args, rank: int) -> RelationPairs:
+    """A cached ``.npz``, or build (rank 0 only; the others wait at the caller's barrier) and cache."""
+    if source.endswith(".npz"):
+        return RelationPairs.load(source)
+    key = hashlib.sha256(json.dumps([str(Path(source).resolve()), args.histories, args.image_embedder, args.anchors,
+                                 args.text_embedder]).encode())
+    cache = Path(args.cache_dir) / f"{Path(source).name}-{key.hexdigest()[:10]}.npz"
+    if not cache.is_file():
+        if rank != 0:
+            raise RuntimeError("rank 0 builds the pair cache first")
+        from c3m.models import make_image_embedder, make_text_embedder
+
+        emb = make_text_embedder(args.text_embedder)
+        img = make_image_embedder(args.image_embedder, text_embedder=emb) if args.image_embedder != "none" else None
+        pairs = build_pairs(source, histories=args.histories, embedder=emb, image_embedder=img, anchors=args.anchors,
+                            progress=not args.quiet)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp.npz")
+        pairs.save(tmp)
+        os.replace(tmp, cache)
+    return RelationPairs.load(cache)
+
+
+# --- models -----------------------------------------------------------------------------------------------
+class MLP(torch.nn.Module):
+    def __init__(self, n_in: int, hidden: int, layers: int, mean: np.ndarray, std: np.ndarray):
+        super().__init__()
+        dims = [n_in] + [hidden] * layers + [len(LABELS)]
+        self.linears = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+        self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
+        self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
+
+    def forward(self, x, texts=None):
+        h = (x - self.mean) / self.std
+        for i, lin in enumerate(self.linears):
+            h = lin(h)
+            if i < len(self.linears) - 1:
+                h = F.relu(h)
+        return h
+
+    def export(self, temperature: float, names, meta: dict) -> MLPRelationHead:
+        layers = [(lin.weight.detach().cpu().numpy(), lin.bias.detach().cpu().numpy()) for lin in self.linears]
+        return MLPRelationHead(layers, self.mean.cpu().numpy(), self.std.cpu().numpy(), temperature, names,
+                               name=meta.get("name", "mlp"), meta=meta)
+
+
+class CrossEncoder(torch.nn.Module):
+    def __init__(self, backbone: str, n_in: int, mean: np.ndarray, std: np.ndarray, max_length: int):
+        super().__init__()
+        from transformers import AutoModel, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(backbone, local_files_only=True)
+        self.encoder = AutoModel.from_pretrained(backbone, local_files_only=True)
+        self.linear = torch.nn.Linear(self.encoder.config.hidden_size + n_in, len(LABELS))
+        self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
+        self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
+        self.max_length = max_length
+
+    def forward(self, x, texts):
+        a, b = zip(*texts)
+        tok = self.tokenizer(list(a), list(b), truncation=True, max_length=self.max_length, padding=True,
+                             return_tensors="pt").to(x.device)
+        h = self.encoder(**tok).last_hidden_state
+        m = tok["attention_mask"].unsqueeze(-1).float()
+        pooled = (h * m).sum(1) / m.sum(1).clamp(min=1)
+        return self.linear(torch.cat([pooled, (x - self.mean) / self.std], dim=1))
+
+    def export(self, folder: Path, temperature: float, names, meta: dict) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.encoder.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+        torch.save(self.linear.state_dict(), folder / "head.pt")
+        (folder / "meta.json").write_text(json.dumps({**meta, "temperature": temperature, "feature_names": list(names),
+                                                      "mean": self.mean.tolist(), "std": self.std.tolist(),
+                                                      "max_length": self.max_length}, indent=1), encoding="utf-8")
+
+
+def logits_of(model, P: RelationPairs, batch: int = 1024) -> np.ndarray:
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(P), batch):
+            x = torch.from_numpy(P.X[i:i + batch])
+            out.append(model(x, P.texts[i:i + batch]).float().numpy())
+    model.train()
+    return np.concatenate(out) if out else np.zeros((0, len(LABELS)), np.float32)
+
+
+# --- the loop ---------------------------------------------------------------------------------------------
+def train(args: Args) -> dict:
+    ddp = "RANK" in os.environ
+    rank, world = 0, 1
+    if ddp:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    log = (lambda *a: None) if args.quiet or rank else print
+    if ddp:
+        if rank == 0:
+            for src in (args.train, args.dev, args.test):
+                if src:
+                    load_pairs(src, args, 0)
+        dist.barrier()
+    tr = load_pairs(args.train, args, rank)
+    dv = load_pairs(args.dev, args, rank)
+    te = load_pairs(args.test, args, rank) if args.test else None
+    def sample(P, n):
+        return P.subset(np.random.default_rng(args.seed).permutation(len(P)) < n) if P is not None and n and len(P) > n else P
+
+    tr, dv, te = sample(tr, args.max_pairs), sample(dv, args.max_eval_pairs), sample(te, args.max_eval_pairs)
+    # a feature constant on train (e.g. a cue that never occurs there) is left unscaled, not blown up by 1/std
+    mean, std = tr.X.mean(axis=0), tr.X.std(axis=0)
+    std = np.where(std < 1e-3, 1.0, std).astype(np.float32)
+    names = tr.feature_names
+    if args.head == "mlp":
+        model = MLP(tr.X.shape[1], args.hidden, args.layers, mean, std)
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    elif args.head == "cross-encoder":
+        from c3m.models.minilm import packaged_model_path
+
+        model = CrossEncoder(args.backbone or str(packaged_model_path()), tr.X.shape[1], mean, std, args.max_length)
+        opt = torch.optim.AdamW([{"params": model.encoder.parameters(), "lr": args.backbone_lr},
+                                 {"params": model.linear.parameters(), "lr": args.lr}], weight_decay=args.weight_decay)
+    else:
+        raise SystemExit(f"--head must be mlp or cross-encoder, got {args.head!r}")
+    counts = np.bincount(tr.y, minlength=len(LABELS)).astype(np.float64)
+    w = (counts.sum() / (len(LABELS) * np.maximum(counts, 1))) if args.balanced else np.ones(len(LABELS))
+    weight = torch.tensor(w, dtype=torch.float32)
+    engine = None
+    if args.deepspeed:
+        try:
+            import deepspeed
+        except ImportError as exc:
+            raise SystemExit("--deepspeed needs DeepSpeed: pip install deepspeed") from exc
+        engine, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=args.deepspeed)
+    net = torch.nn.parallel.DistributedDataParallel(model) if ddp and engine is None else model
+    ckpt = Path(args.checkpoint or f"{args.out}.ckpt")
+    metrics_path = Path(args.metrics or f"{args.out}.metrics.csv")
+    start, best, history, steps = 0, (float("inf"), None, -1), [], 0
+    if args.resume and ckpt.is_file():
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start, best, history, steps = state["epoch"], state["best"], state["history"], state["steps"]
+        log(f"resumed from {ckpt} at epoch {start}")
+    from tqdm import tqdm
+
+    bar = tqdm(range(start, args.epochs), desc=f"relation head ({args.head})", disable=bool(args.quiet or rank))
+    X, y = torch.from_numpy(tr.X), torch.from_numpy(tr.y)
+    for epoch in bar:
+        g = torch.Generator().manual_seed(args.seed * 1000 + epoch)
+        perm = torch.randperm(len(tr), generator=g)  # the same order on every rank
+        total, t0 = 0.0, time.time()
+        for i in range(0, len(perm), args.batch_size):
+            idx = perm[i:i + args.batch_size]
+            mine = idx[rank::world]  # this rank's share of the global batch
+            texts = [tr.texts[j] for j in mine.tolist()] if args.head == "cross-encoder" else None
+            ce = F.cross_entropy(net(X[mine], texts), y[mine], weight=weight, reduction="none")
+            # DDP averages gradients over ranks: world * sum / |global batch| makes that the global mean
+            loss = ce.sum() * world / (weight[y[idx]].sum())
+            if engine is not None:
+                engine.backward(loss)
+                engine.step()
+            else:
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            total += float(loss.detach()) / world
+            steps += 1
+            if args.max_steps and steps >= args.max_steps:
+                break
+        dev_logits = logits_of(model, dv)
+        dev_loss = nll(dev_logits, dv.y)
+        row = {"epoch": epoch + 1, "steps": steps, "train_loss": round(total / max(1, math.ceil(len(perm) / args.batch_size)), 5),
+               "dev_nll": round(dev_loss, 5), "dev_acc": round(float((dev_logits.argmax(1) == dv.y).mean()), 4),
+               "seconds": round(time.time() - t0, 2)}
+        history.append(row)
+        bar.set_postfix(dev_nll=row["dev_nll"], dev_acc=row["dev_acc"])
+        if dev_loss < best[0]:
+            best = (dev_loss, {k: v.detach().clone() for k, v in model.state_dict().items()}, epoch + 1)
+        if rank == 0:
+            _atomic_torch_save({"model": model.state_dict(), "opt": opt.state_dict(), "epoch": epoch + 1, "best": best,
+                                "history": history, "steps": steps, "args": asdict(args)}, ckpt)
+        if args.max_steps and steps >= args.max_steps:
+            break
+    if best[1] is not None:
+        model.load_state_dict(best[1])
+    dev_logits = logits_of(model, dv)
+    T = fit_temperature(dev_logits, dv.y)
+    dev_judged = decide_relation(softmax(dev_logits / T))
+    delta = choose_delta(dev_judged, dv.y)
+    result = {"head": args.head, "best_epoch": best[2], "temperature": T, "delta": delta,
+              "dev": evaluate(dev_judged, softmax(dev_logits / T), dv, delta), "history": history,
+              "train_pairs": len(tr), "world_size": world}
+    if te is not None:
+        te_logits = logits_of(model, te)
+        result["test"] = evaluate(decide_relation(softmax(te_logits / T)), softmax(te_logits / T), te, delta)
+        result["test_uncalibrated_ece"] = ece(softmax(te_logits), te.y)[0]
+        result["feature_test"] = evaluate(feature_head_judged(te), None, te, 0.6)
+    if rank == 0:
+        meta = {"name": "mlp-v1" if args.head == "mlp" else "cross-encoder", "delta": delta, "temperature": T,
+                "trained": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "data": {"train": args.train, "dev": args.dev, "test": args.test, "train_pairs": len(tr)},
+                "test": {k: result["test"][k] for k in ("accuracy", "ece")} if te is not None else {},
+                "command": "python training/train_relation_head.py " + " ".join(sys.argv[1:])}
+        out = Path(args.out)
+        if args.head == "mlp":
+            head = model.export(T, names, meta)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(out.stem + ".tmp.npz")
+            head.save(tmp)
+            os.replace(tmp, out)
+        else:
+            model.export(out, T, names, meta)
+        with open(metrics_path, "w", newline="", encoding="utf-8") as fh:
+            wr = csv.DictWriter(fh, fieldnames=list(history[0]) if history else ["epoch"])
+            wr.writeheader()
+            wr.writerows(history)
+        if args.report:
+            write_report(result, args)
+        log(json.dumps({k: result[k] for k in ("best_epoch", "temperature", "delta")}))
+    if ddp:
+        dist.destroy_process_group()
+    return result
+
+
+def _atomic_torch_save(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+# --- report -----------------------------------------------------------------------------------------------
+def write_report(result: dict, args: Args) -> None:
+    import platform
+    import subprocess
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(args.report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    te, fe = result.get("test"), result.get("feature_test")
+    lines = [f"# RAMU relation head: trained `{result['head']}` vs the `feature-v1` heuristic", "",
+             f"- command: `python training/train_relation_head.py {' '.join(sys.argv[1:])}`",
+             f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
+             f"{platform.machine()}, Python {platform.python_version()}, world size {result['world_size']}",
+             f"- pairs: train {result['train_pairs']}, dev {result['dev']['n']}, test {te['n'] if te else 0} "
+             "(image pairs appear twice: with and without the text–image feature)",
+             f"- chosen on dev: epoch {result['best_epoch']}, temperature {result['temperature']:.3f}, δ = {result['delta']}",
+             ""]
+    if te:
+        lines += ["## Test: per-class precision / recall / F1 (argmax relation)", "",
+                  "| head | class | precision | recall | F1 | n |", "|---|---|---|---|---|---|"]
+        for name, r in ((result["head"], te), ("feature-v1", fe)):
+            for lab, m in r["per_class"].items():
+                lines.append(f"| {name} | {lab} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['n']} |")
+        lines += ["", f"Accuracy: trained **{te['accuracy']:.3f}**, feature-v1 {fe['accuracy']:.3f}, majority class "
+                  f"{te['majority_accuracy']:.3f}. *Uncertain* (same-vs-update abstention): {te['uncertain_rate']:.3f} "
+                  f"of pairs (feature-v1 {fe['uncertain_rate']:.3f}).", "",
+                  f"Look-alike twins predicted *same*: trained **{te['twins_same']:.3f}**, feature-v1 "
+                  f"{fe['twins_same']:.3f} (of {te['n_twins']}). Image-only changes predicted *update*: trained "
+                  f"{te['image_change_update_recall']:.3f}, feature-v1 {fe['image_change_update_recall']:.3f} "
+                  f"(of {te['n_image_change']}). Re-shared photos in the test pairs: {te['n_reshared']}.", "",
+                  f"Calibration: ECE **{te['ece']:.4f}** after temperature scaling ({result['test_uncalibrated_ece']:.4f} "
+                  "before); reliability diagram `relation-head-reliability.png`.", "",
+                  "## Confusion on test (rows: gold; columns: predicted same, update, distinct, uncertain)", "",
+                  "| gold | trained | feature-v1 |", "|---|---|---|"]
+        for k, lab in enumerate(LABELS):
+            lines.append(f"| {lab} | {te['confusion'][k]} | {fe['confusion'][k]} |")
+        lines += ["", f"## Test: Eq. 3 actions by δ (trained head; δ = {result['delta']} chosen on dev)", ""]
+        lines += sweep_table(te["sweep"])
+        lines += ["", "## Test: Eq. 3 actions by δ (feature-v1)", ""] + sweep_table(fe["sweep"])
+        fig, ax = plt.subplots(figsize=(4.2, 4))
+        c, a, n = zip(*te["reliability"]) if te["reliability"] else ((), (), ())
+        ax.plot([0, 1], [0, 1], "k--", lw=0.8)
+        ax.scatter(c, a, s=[8 + 60 * x / max(n) for x in n] if n else None)
+        ax.plot(c, a, lw=1)
+        ax.set_xlabel("confidence (top class)")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"relation head, test: ECE {te['ece']:.3f}")
+        fig.tight_layout()
+        fig.savefig(path.parent / "relation-head-reliability.png", dpi=120)
+        plt.close(fig)
+    hist = result["history"]
+    if hist:
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ax.plot([h["epoch"] for h in hist], [h["train_loss"] for h in hist], label="train loss (balanced CE)")
+        ax.plot([h["epoch"] for h in hist], [h["dev_nll"] for h in hist], label="dev NLL")
+        ax.set_xlabel("epoch")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path.parent / "relation-head-learning.png", dpi=120)
+        plt.close(fig)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.with_suffix(".json").write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    train(parse_args())
