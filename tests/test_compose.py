@@ -204,7 +204,10 @@ def test_mlp_save_load_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["mlp:/nonexistent", "mlp:/nonexistent/weights.pt", "ppo", ""])
-def test_make_selector_rejects(name):
+def test_make_selector_rejects(name, monkeypatch, tmp_path):
+    import c3m.read.compose as compose_mod
+
+    monkeypatch.setattr(compose_mod, "PPO_WEIGHTS", tmp_path / "missing.pt")  # "ppo" without its shipped weights
     with pytest.raises(InvalidInput) as err:
         make_selector(name)
     assert err.value.field == "selector"

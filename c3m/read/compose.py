@@ -133,30 +133,104 @@ def candidates_available(candidates: Sequence[Candidate]) -> np.ndarray:
 
 
 # -- the paper's MLP -------------------------------------------------------------------------------------
+#: per-memory scalars appended to [query emb; summary emb] by the v2 (PPO) selector, in this order. Why: a
+#: unified-reader memory is one Raw Node whose "summary" vector is its text embedding, which says nothing
+#: about what the memory can *show*; availability and the image-only flag tell the policy which forms exist
+#: (a text-only turn has no image to choose), the retrieval score / query cosine / pool rank say how likely
+#: the memory is evidence at all (what a form is worth), and the lexical overlaps of the question with the
+#: crop phrase and the caption are what rule-v1 keys on (is the grounded object the one asked about?).
+SCALARS = ("score", "cos", "rank", "avail_raw_text", "avail_summary", "avail_caption", "avail_raw_image",
+           "avail_grounded_crop", "image_only", "crop_named", "caption_overlap", "visual_question", "text_len")
+
+
+def memory_scalars(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], node_vecs: np.ndarray) -> np.ndarray:
+    """[n, len(SCALARS)] float32 (see ``SCALARS``); ``node_vecs`` [n, dim] is each memory's summary vector."""
+    qw = _words(question)
+    visual = float(bool(qw & VISUAL_CUES))
+    n = len(candidates)
+    out = np.zeros((n, len(SCALARS)), np.float32)
+    if not n:
+        return out
+    avail = candidates_available(candidates)
+    cos = np.asarray(node_vecs, np.float32) @ np.asarray(q_vec, np.float32)
+    rank = np.empty(n, np.float32)  # by retrieval score, not list position (order-independent)
+    rank[np.argsort([-c.score for c in candidates], kind="stable")] = np.arange(n) / max(1, n - 1)
+    for i, c in enumerate(candidates):
+        recs = [r for nd in c.nodes for r in c.perceptions.get(nd.node_id, ())]
+        phrases = _words(" ".join(r.crop_phrase or "" for r in recs if r.crop is not None))
+        caption = _words(" ".join(r.caption for r in recs if r.caption))
+        image_only = float(any(nd.images and not nd.text.strip() for nd in c.nodes))
+        text_len = sum(len(nd.text) for nd in c.nodes)
+        out[i] = (c.score, cos[i], rank[i], *avail[i], image_only, float(bool(phrases & qw)),
+                  len(caption & qw) / max(1, len(qw)), visual, np.log1p(text_len) / 8.0)
+    return out
+
+
+def _selector_net(in_dim: int, hidden: int):
+    """The v2 network: a two-layer trunk with a policy head (five Bernoulli logits) and a value head (one
+    number, used only by PPO as the baseline; inference never calls it)."""
+    from torch import nn
+
+    class _Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.trunk = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+            self.pi = nn.Linear(hidden, len(FORMS))
+            self.v = nn.Linear(hidden, 1)
+
+        def forward(self, x):
+            h = self.trunk(x)
+            return self.pi(h), self.v(h).squeeze(-1)
+
+    return _Net()
+
+
 class MLPSelector:
     """HiVe-Mem's selector: an MLP on [query emb; summary emb] -> five inclusion probabilities, one forward pass
     for all memories. Weights come from ``training/`` (``save``/``load``); a fresh one is randomly initialised
-    (seeded) for training."""
+    (seeded) for training.
 
-    def __init__(self, dim: int, hidden: int = 256, *, seed: int = 0, name: str = "mlp"):
+    ``version="v2"`` is the PPO selector (``training/train_selector_ppo.py``): the input also holds the
+    per-memory ``SCALARS`` and the net has a value head (training only)."""
+
+    def __init__(self, dim: int, hidden: int = 256, *, seed: int = 0, name: str = "mlp", version: str = "v1"):
         import torch
         from torch import nn
 
         torch.manual_seed(seed)
-        self.dim, self.hidden, self.name = dim, hidden, name
-        self.net = nn.Sequential(nn.Linear(2 * dim, hidden), nn.ReLU(), nn.Linear(hidden, len(FORMS)))
+        self.dim, self.hidden, self.name, self.version = dim, hidden, name, version
+        if version == "v1":
+            self.net = nn.Sequential(nn.Linear(2 * dim, hidden), nn.ReLU(), nn.Linear(hidden, len(FORMS)))
+        elif version == "v2":
+            self.net = _selector_net(self.in_dim, hidden)
+        else:
+            raise ValueError(f"unknown selector version {version!r}")
 
-    def features(self, q_vec: np.ndarray, candidates: Sequence[Candidate], vectors: Callable | None = None) -> np.ndarray:
+    @property
+    def in_dim(self) -> int:
+        return 2 * self.dim + (len(SCALARS) if self.version == "v2" else 0)
+
+    def summary_vectors(self, candidates: Sequence[Candidate], vectors: Callable | None = None) -> np.ndarray:
         rows = []
         for c in candidates:
             s = c.summary_vec
             if s is None:
                 s = np.mean(vectors(list(c.nodes)), axis=0) if vectors is not None else np.zeros(self.dim)
-            rows.append(np.concatenate([q_vec, s]))
-        return np.asarray(rows, np.float32).reshape(len(rows), 2 * self.dim)
+            rows.append(np.asarray(s, np.float32))
+        return np.asarray(rows, np.float32).reshape(len(rows), self.dim)
+
+    def features(self, q_vec: np.ndarray, candidates: Sequence[Candidate], vectors: Callable | None = None,
+                 question: str = "") -> np.ndarray:
+        s = self.summary_vectors(candidates, vectors)
+        q = np.broadcast_to(np.asarray(q_vec, np.float32), (len(candidates), self.dim))
+        parts = [q, s]
+        if self.version == "v2":
+            parts.append(memory_scalars(question, q_vec, candidates, s))
+        return np.concatenate(parts, axis=1).astype(np.float32).reshape(len(candidates), self.in_dim)
 
     def logits(self, x):
-        return self.net(x)
+        out = self.net(x)
+        return out[0] if isinstance(out, tuple) else out
 
     def probabilities(self, question: str, q_vec: np.ndarray, candidates: Sequence[Candidate],
                       vectors: Callable | None = None) -> np.ndarray:
@@ -165,52 +239,67 @@ class MLPSelector:
         if not candidates:
             return np.zeros((0, len(FORMS)))
         with torch.no_grad():
-            p = torch.sigmoid(self.net(torch.from_numpy(self.features(q_vec, candidates, vectors)))).numpy()
+            x = torch.from_numpy(self.features(q_vec, candidates, vectors, question))
+            p = torch.sigmoid(self.logits(x)).numpy()
         return p.astype(float) * candidates_available(candidates)
 
     def save(self, path: str | Path, meta: Mapping | None = None) -> None:
         import torch
 
         torch.save({"state_dict": self.net.state_dict(), "dim": self.dim, "hidden": self.hidden,
-                    "meta": dict(meta or {})}, path)
+                    "version": self.version, "meta": dict(meta or {})}, path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "MLPSelector":
+    def load(cls, path: str | Path, name: str | None = None) -> "MLPSelector":
         import torch
 
         blob = torch.load(path, map_location="cpu", weights_only=True)
-        sel = cls(int(blob["dim"]), int(blob["hidden"]), name=f"mlp:{Path(path).name}")
+        sel = cls(int(blob["dim"]), int(blob["hidden"]), name=name or f"mlp:{Path(path).name}",
+                  version=blob.get("version", "v1"))
         sel.net.load_state_dict(blob["state_dict"])
         sel.net.eval()
+        sel.meta = dict(blob.get("meta", {}))
         return sel
 
 
-SELECTORS = ("rule", "mlp:PATH", "mlp-init:SEED")
+#: the shipped PPO selector (``training/train_selector_ppo.py``; card: ``c3m/models/weights/MODEL_CARD.md``)
+PPO_WEIGHTS = Path(__file__).resolve().parents[1] / "models" / "weights" / "selector_ppo.pt"
+SELECTORS = ("rule", "ppo", "mlp:PATH", "mlp-init:SEED")
 
 
 def is_selector_name(name: str) -> bool:
     """Whether ``make_selector`` knows this name's form (weights files are checked when it is built)."""
-    return name == "rule" or name.startswith("mlp:") or (name.startswith("mlp-init:") and name[9:].isdigit())
+    return (name in ("rule", "ppo") or name.startswith("mlp:")
+            or (name.startswith("mlp-init:") and name[9:].isdigit()))
 
 
 def make_selector(name: str = "rule", *, dim: int = 384) -> Selector:
-    """``rule`` (rule-v1), ``mlp:PATH`` (trained weights), ``mlp-init:SEED`` (the untrained MLP PPO starts from:
-    a floor to measure the learned selector against, never a default)."""
+    """``rule`` (rule-v1), ``ppo`` (the shipped PPO weights, ``PPO_WEIGHTS``), ``mlp:PATH`` (trained weights),
+    ``mlp-init:SEED`` (the untrained MLP PPO starts from: a floor to measure the learned selector against,
+    never a default)."""
+    from ..errors import InvalidInput
+
     if name == "rule":
         return RuleSelector()
     if name.startswith("mlp-init:") and name.split(":", 1)[1].isdigit():
         seed = int(name.split(":", 1)[1])
         return MLPSelector(dim, seed=seed, name=f"mlp-init:{seed}")
+    if name == "ppo":
+        if not PPO_WEIGHTS.is_file():
+            raise InvalidInput("selector", f"no shipped PPO selector weights at {PPO_WEIGHTS}",
+                               fix="train them with training/train_selector_ppo.py (it writes that file), "
+                                   "or use selector='rule'")
+        sel = MLPSelector.load(PPO_WEIGHTS, name="ppo")
+        if sel.dim != dim:
+            raise InvalidInput("selector", f"the PPO selector was trained on {sel.dim}-d text vectors, the text "
+                               f"embedder gives {dim}-d", fix="use the MiniLM text embedder, or selector='rule'")
+        return sel
     if name.startswith("mlp:"):
         path = Path(name[4:])
         if not path.is_file():
-            from ..errors import InvalidInput
-
             raise InvalidInput("selector", f"no selector weights at {path}",
-                               fix="train them with training/train_selector.py, or use selector='rule'")
+                               fix="train them with training/train_selector_ppo.py, or use selector='rule'")
         return MLPSelector.load(path)
-    from ..errors import InvalidInput
-
     raise InvalidInput("selector", f"unknown selector {name!r}", fix=f"choose one of {SELECTORS}")
 
 
