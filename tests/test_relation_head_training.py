@@ -177,3 +177,25 @@ def test_torchrun_two_processes_match_one(tiny_pairs, tmp_path):
     a, b = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
     for k in ("W0", "b0", "W1", "W2"):
         np.testing.assert_allclose(a[k], b[k], atol=1e-4)
+
+
+def test_image_image_feature_and_the_entry_image_vector_survive_a_snapshot():
+    from datetime import datetime
+
+    from c3m.index import ActiveIndex, normalize
+    from c3m.index.active import IndexEntry
+    from c3m.write.features import relation_features
+    from c3m.write.units import Unit
+
+    rng = np.random.default_rng(0)
+    img = normalize(rng.normal(size=8).astype(np.float32))
+    t = datetime(2024, 1, 1)
+    idx = ActiveIndex(8)
+    e = IndexEntry("e1", normalize(rng.normal(size=8).astype(np.float32)), {"s1": {0}}, t, t, "my mug", image_z=img)
+    idx.entries["e1"] = e
+    again = ActiveIndex.from_state(idx.state()).entries["e1"]
+    np.testing.assert_allclose(again.image_z, img, atol=2e-3)           # float16 in the snapshot
+    unit = Unit("s2", [0], [], t, "my mug again", e.z, {"mug"}, set(), images=1, image_z=img)
+    assert relation_features(unit, again, {}, 1)["image_image"] == pytest.approx(1.0, abs=2e-3)
+    unit.image_z = None
+    assert relation_features(unit, again, {}, 1)["image_image"] == 0.0   # no image on one side: 0

@@ -37,8 +37,9 @@ LABELS = ("same", "update", "distinct")
 @dataclass
 class RelationPairs:
     """Feature matrix ``X`` [n, len(FEATURE_NAMES)], gold class index ``y`` (``LABELS``), subset tags, pair texts
-    (entry text, unit text), the history of each pair (for cluster statistics) and ``image_vec`` (1 where the
-    text–image feature was computed from a real image vector)."""
+    (entry text, unit text), the history of each pair (for cluster statistics), ``image_vec`` (1 where the
+    text–image feature was computed from a real image vector) and the pair's vectors (for heads and studies that
+    read them)."""
 
     X: np.ndarray
     y: np.ndarray
@@ -49,6 +50,8 @@ class RelationPairs:
     history: list[str] = field(default_factory=list)
     texts: list[tuple[str, str]] = field(default_factory=list)
     feature_names: tuple[str, ...] = FEATURE_NAMES
+    #: [n, 4, dim] float16: entry text vector, unit text vector, entry image vector, unit image vector (0 = none)
+    vectors: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.y)
@@ -57,20 +60,21 @@ class RelationPairs:
         np.savez_compressed(path, X=self.X, y=self.y, twin=self.twin, image_change=self.image_change,
                             reshared=self.reshared, image_vec=self.image_vec, history=np.array(self.history),
                             texts=np.array(self.texts, dtype=object).reshape(-1, 2).astype(str),
-                            feature_names=np.array(self.feature_names))
+                            feature_names=np.array(self.feature_names),
+                            **({"vectors": self.vectors} if self.vectors is not None else {}))
 
     @classmethod
     def load(cls, path: str | Path) -> "RelationPairs":
         z = np.load(path, allow_pickle=False)
         return cls(z["X"], z["y"], z["twin"], z["image_change"], z["reshared"], z["image_vec"],
                    [str(h) for h in z["history"]], [tuple(map(str, t)) for t in z["texts"]],
-                   tuple(str(f) for f in z["feature_names"]))
+                   tuple(str(f) for f in z["feature_names"]), z["vectors"] if "vectors" in z.files else None)
 
     def subset(self, mask: np.ndarray) -> "RelationPairs":
         idx = np.flatnonzero(mask)
         return RelationPairs(self.X[idx], self.y[idx], self.twin[idx], self.image_change[idx], self.reshared[idx],
                              self.image_vec[idx], [self.history[i] for i in idx], [self.texts[i] for i in idx],
-                             self.feature_names)
+                             self.feature_names, self.vectors[idx] if self.vectors is not None else None)
 
 
 def build_pairs(dataset: str | Path, *, histories: int = 0, embedder=None, image_embedder=None, anchors: str = "auto",
@@ -121,25 +125,29 @@ def build_pairs(dataset: str | Path, *, histories: int = 0, embedder=None, image
         for d in pairs[hid]:
             a, b = (d["a"]["session"], d["a"]["turn"]), (d["b"]["session"], d["b"]["turn"])
             ua, ub = units[a], units[b]
-            entry = SimpleNamespace(z=vec[a], entities=ua.ents, states=sorted(ua.states), time=ua.time)
+            entry = SimpleNamespace(z=vec[a], entities=ua.ents, states=sorted(ua.states), time=ua.time, image_z=None)
             y = LABELS.index(d["label"])
             image_change = d["label"] == "update" and not set(d["changed"]) & stated.get((hid, *b), set())
             reshared = bool(ua.images and ub.images and _sha(ua.images[0]) == _sha(ub.images[0]))
             variants = [img_vec.get(b)] + ([None] if drop_image and b in img_vec else [])
             for iv in variants:
+                entry.image_z = img_vec.get(a) if iv is not None else None  # no image embedder: neither side
                 unit = Unit(b[0], [b[1]], [], ub.time, "\n".join(ub.texts), vec[b], ub.ents, ub.states, ub.change,
                             len(ub.images), again=ub.again, another=ub.another, image_z=iv)
                 f = relation_features(unit, entry, df, n_docs)
+                zero = np.zeros_like(vec[a])
                 rows.append(([f[k] for k in FEATURE_NAMES], y, d["hard"] and y == 2, image_change, reshared,
-                             iv is not None, hid, ("\n".join(ua.texts), "\n".join(ub.texts))))
+                             iv is not None, hid, ("\n".join(ua.texts), "\n".join(ub.texts)),
+                             np.stack([vec[a], vec[b], img_vec.get(a, zero) if iv is not None else zero,
+                                       iv if iv is not None else zero]).astype(np.float16)))
     if not rows:
         from ..errors import InvalidInput
 
         raise InvalidInput("dataset", f"no gold relation pairs in {ds}",
                            fix="use a dataset written by `c3m synth` (it has _hidden/relations.jsonl)")
-    X, y, twin, ic, rs, iv, hs, tx = zip(*rows)
+    X, y, twin, ic, rs, iv, hs, tx, vs = zip(*rows)
     return RelationPairs(np.asarray(X, np.float32), np.asarray(y, np.int64), np.asarray(twin), np.asarray(ic),
-                         np.asarray(rs), np.asarray(iv), list(hs), list(tx))
+                         np.asarray(rs), np.asarray(iv), list(hs), list(tx), FEATURE_NAMES, np.stack(vs))
 
 
 def _mean_vectors(emb, groups: Sequence[Sequence[str]]) -> list[np.ndarray]:

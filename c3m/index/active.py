@@ -130,6 +130,7 @@ class IndexEntry:
     members: list[str] = field(default_factory=list)        # spill: ids of the entries folded in
     compact: int = 0                                        # routing-text compaction level (0..3)
     visual: Counter = field(default_factory=Counter)        # visual anchor keys of its images (anchor graph)
+    image_z: np.ndarray | None = None                       # mean image vector of its units' images (RAMU)
 
     def sources(self) -> dict[str, set[int]]:
         """Src(e): own pointers plus every predecessor version's pointers."""
@@ -169,6 +170,7 @@ class IndexEntry:
                 "versions": [v.to_json() for v in self.versions], "labels": dict(self.labels),
                 "links": self.links, "members": self.members, "compact": self.compact,
                 **({"visual": dict(self.visual)} if self.visual else {}),
+                **({"image_z": encode_vec(self.image_z)} if self.image_z is not None else {}),
                 "routing_text": self.render()}  # what the harness charges to index tokens (c3m.budget)
 
     @classmethod
@@ -177,7 +179,8 @@ class IndexEntry:
                    datetime.fromisoformat(d["time"]), datetime.fromisoformat(d["first_time"]), d["text"],
                    d["page"], d["kind"], d["support"], Counter(d["entities"]), list(d["states"]),
                    [Version.from_json(v) for v in d["versions"]], Counter(d["labels"]), list(d["links"]),
-                   list(d["members"]), d.get("compact", 0), Counter(d.get("visual", {})))
+                   list(d["members"]), d.get("compact", 0), Counter(d.get("visual", {})),
+                   decode_vec(d["image_z"]) if "image_z" in d else None)
 
 
 @dataclass

@@ -35,7 +35,7 @@ class CapacityError(C3MError):
 
 
 def _as_unit(e: IndexEntry) -> Unit:
-    return Unit("", [], [], e.time, e.text, e.z, set(e.entities), set(e.states))
+    return Unit("", [], [], e.time, e.text, e.z, set(e.entities), set(e.states), image_z=e.image_z)
 
 
 def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> None:
@@ -47,6 +47,8 @@ def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> N
     dst.entities.update(src.entities)
     dst.visual = Counter(dict((dst.visual + src.visual).most_common(MAX_VISUAL)))
     dst.z = normalize(dst.z * dst.support + src.z * src.support)
+    if src.image_z is not None:
+        dst.image_z = normalize(src.image_z if dst.image_z is None else dst.image_z + src.image_z)
     dst.support += src.support
     dst.time, dst.first_time = max(dst.time, src.time), min(dst.first_time, src.first_time)
     if dst.kind == "spill":

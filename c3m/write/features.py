@@ -18,6 +18,9 @@ Every feature is in [0, 1] so heads can share them:
 - ``time``: log-scaled gap in days, 1 at a year or more.
 - ``has_image`` / ``text_image``: whether the unit has images, and the cosine between the unit's image
   vector and the entry's routing vector when an image embedder in the text space is configured.
+- ``image_image``: the cosine between the unit's image vector and the entry's own (the mean of its images'
+  vectors), when both exist: a re-shared or re-photographed object looks like itself, an off-screen repaint
+  does not (only the photo shows some changes).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from ..index.active import idf
 from .units import Unit
 
 FEATURE_NAMES = ("sim", "entity", "entity_jaccard", "conflict", "state_same", "state_new", "change", "again", "another",
-                 "novelty", "time", "has_image", "text_image")
+                 "novelty", "time", "has_image", "text_image", "image_image")
 
 
 def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> dict[str, float]:
@@ -41,9 +44,12 @@ def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> 
     states_e = set(entry.states)
     n_states = len(unit.states)
     gap = abs((unit.time - entry.time).total_seconds()) / 86400.0
-    text_image = 0.0
+    text_image = image_image = 0.0
     if unit.image_z is not None:
         text_image = max(0.0, float(unit.image_z @ entry.z))
+        entry_image = getattr(entry, "image_z", None)
+        if entry_image is not None:
+            image_image = max(0.0, float(unit.image_z @ entry_image))
     state_new = len(unit.states - states_e) / n_states if n_states else 0.0
     return {
         "sim": max(0.0, float(unit.z @ entry.z)),
@@ -59,5 +65,6 @@ def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> 
         "time": min(1.0, math.log1p(gap) / math.log1p(365.0)),
         "has_image": float(unit.images > 0),
         "text_image": text_image,
+        "image_image": image_image,
     }
 

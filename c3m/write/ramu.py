@@ -135,6 +135,8 @@ def apply(index: ActiveIndex, unit: Unit, decision: Decision, summary: str, budg
             e.states = list(dict.fromkeys(e.states + sorted(unit.states)))
             e.labels["same"] += 1
         e.z = normalize(e.z * e.support + unit.z)
+        if unit.image_z is not None:
+            e.image_z = normalize(unit.image_z if e.image_z is None else e.image_z + unit.image_z)
         e.support += 1
         e.entities.update(_entity_counter(unit))
         e.time = max(e.time, unit.time)
@@ -142,7 +144,8 @@ def apply(index: ActiveIndex, unit: Unit, decision: Decision, summary: str, budg
         log["entry"] = e.entry_id
     else:
         e = IndexEntry(index.new_id(), normalize(unit.z), P_t, unit.time, unit.time, summary,
-                       entities=_entity_counter(unit), states=sorted(unit.states)[:MAX_STATES])
+                       entities=_entity_counter(unit), states=sorted(unit.states)[:MAX_STATES],
+                       image_z=normalize(unit.image_z) if unit.image_z is not None else None)
         if decision.action is Action.KEEP and decision.target:
             e.links.append([decision.target, decision.relation.value, round(decision.confidence, 4)])
             e.labels[decision.relation.value] += 1

@@ -60,8 +60,9 @@ _WORD = re.compile(r"[a-z]+")
 _GENERIC = frozenset("lot day time way thing bit one today yesterday week weekend evening morning night".split())
 #: re-mention cues: the unit shows or uses something already known ("my mug again", "still", "same as before")
 SAME_CUES = frozenset("again still usual unchanged same".split())
-SAME_PHRASES = ("once more", "as before", "as ever", "as always", "one more photo", "one more picture",
-                "one more shot")
+SAME_PHRASES = ("once more", "one more time", "as before", "as ever", "as always", "one more photo",
+                "one more picture", "one more shot", "nothing new", "nothing to report", "no change",
+                "no difference", "not changed", "hasn't changed", "as it was")
 #: new-instance cues: a second thing of a known kind ("another mug", "a second lamp") is not the first one
 OTHER_CUES = frozenset("another second different other lookalike look-alike identical twin similar".split())
 #: "another photo of X" re-shows X: a photo word right after "another" makes it a re-mention, not a new thing
