@@ -14,7 +14,7 @@ EXPECTED = {("text_embedder", "minilm"), ("text_embedder", "hashing"), ("token_c
             ("token_counter", "approx"), ("answerer", "extractive"), ("answerer", "smollm"), ("answerer", "api"),
             ("judge", "em"), ("judge", "f1"), ("judge", "contains"), ("judge", "api"), ("anchors", "spacy"), ("anchors", "heuristic"),
             ("extractor", "oracle"), ("summarizer", "lead"), ("local", "local"),
-            ("image_embedder", "scene-encoder")}
+            ("image_embedder", "scene-encoder"), ("selector", "rule"), ("selector", "ppo")}
 
 
 def rows_by_name() -> dict[tuple[str, str], dict]:

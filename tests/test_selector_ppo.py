@@ -182,7 +182,7 @@ def test_env_respects_the_raw_node_budget_in_retrieval_order():
 def test_ppo_reaches_the_toy_bandits_known_optimum(tmp_path):
     """λ=1 with cost/1000: a sole cover is worth 0.5, so text evidence -> raw text (0.05), image evidence ->
     the crop (0.1, cheaper than the raw image's 0.3 and the only other cover), irrelevant -> nothing."""
-    args = ppo.parse_args(["--toy", "--rescale=false", "--lam=1", "--iterations=40", "--epochs=2", "--minibatches=2",
+    args = ppo.parse_args(["--toy", "--rescale=false", "--lam=1", "--iterations=40", "--epochs=2", "--minibatches=2", "--lr=3e-3",
                            f"--out={tmp_path}",
                            "--progress=false", "--hidden=32", "--threads=1"])
     sel = ppo.train(args)

@@ -73,6 +73,7 @@ class Args:
     name: str = "train"
     perception: str = "scene-encoder"
     limit: int = 0
+    done_from: str = ""                 # a harness results .jsonl: only histories it records as finished
     # PPO
     lam: float = 1.0                    # λ: cost weight (unitless after rescaling)
     sweep: str = "0,0.5,1,2,4"
@@ -80,14 +81,15 @@ class Args:
     cost_window: int = 20               # batches in the sliding window
     iterations: int = 300
     batch_size: int = 64                # questions per iteration (global, over all ranks)
-    epochs: int = 4
+    epochs: int = 2
     minibatches: int = 4
-    lr: float = 3e-3
+    lr: float = 1e-3
     clip: float = 0.2
-    ent_coef: float = 0.01
+    ent_coef: float = 0.02
     vf_coef: float = 0.5
     max_grad_norm: float = 1.0
     hidden: int = 64
+    embeddings: bool = True             # False: the policy sees the per-memory scalars only
     seed: int = 0
     threads: int = 2
     ckpt_every: int = 50
@@ -222,6 +224,9 @@ def build_pools(args: Args) -> Path:
     gold = HiddenGold(ds)
     hidden = {(r["history"], r["id"]): r for r in map(json.loads, (ds / "_hidden" / "questions.jsonl").open())}
     histories = [h for h in load_dataset(ds) if (Path(args.stores) / _safe(h.id)).is_dir()]
+    if args.done_from:  # a store still being written is not opened
+        done = {json.loads(line)["history"] for line in Path(args.done_from).read_text().splitlines() if line.strip()}
+        histories = [h for h in histories if h.id in done]
     if args.limit:
         histories = histories[:args.limit]
     records = []
@@ -276,7 +281,8 @@ def tensorise(records: list[dict]) -> dict:
     for i, r in enumerate(records):
         m, k, e = len(r["candidates"]), r["cov"].shape[-1], len(r["evidence"])
         if m:
-            x[i, :m] = torch.from_numpy(np.concatenate([np.broadcast_to(r["q_vec"], (m, D)), r["svec"], r["scalars"]], 1))
+            scal = memory_scalars(r["question"], r["q_vec"], r["candidates"], r["svec"])  # current SCALARS
+            x[i, :m] = torch.from_numpy(np.concatenate([np.broadcast_to(r["q_vec"], (m, D)), r["svec"], scal], 1))
             for key in t:
                 t[key][i, :m] = torch.from_numpy(np.asarray(r[key], np.float32))
             avail[i, :m] = torch.from_numpy(np.asarray(r["avail"], bool))
@@ -395,8 +401,10 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
             load_pool(args, args.train_pool)["records"])
     N = len(data["x"])
     D = (data["x"].shape[-1] - len(SCALARS)) // 2
+    if not args.embeddings:
+        data = {**data, "x": data["x"][..., 2 * D:]}
     torch.manual_seed(args.seed)
-    sel = MLPSelector(D, args.hidden, seed=args.seed, name="ppo", version="v2")
+    sel = MLPSelector(D, args.hidden, seed=args.seed, name="ppo", version="v2", embeddings=args.embeddings)
     net = sel.net
     opt = torch.optim.Adam(net.parameters(), lr=args.lr, eps=1e-5)
     scaler = CostScaler(args.cost_window, args.rescale)

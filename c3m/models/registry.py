@@ -122,6 +122,10 @@ def available_backends() -> list[dict[str, Any]]:
         _shipped("relation_head", "mlp", "relation_mlp.npz", "MLP over all of phi, trained on the generator's gold "
                  "pairs, temperature-scaled (see models/weights/RELATION_HEAD_CARD.md)",
                  "train it: python training/train_relation_head.py"),
+        _always("selector", "rule", "rule-v1 evidence-form heuristic (c3m.read.compose), the default"),
+        _shipped("selector", "ppo", "selector_ppo.pt", "PPO-trained evidence selector (method_options selector='ppo'; "
+                 "synthetic hard train split, see models/weights/MODEL_CARD.md)",
+                 "train it: python training/train_selector_ppo.py"),
     ]
     return rows
 

@@ -138,9 +138,11 @@ def candidates_available(candidates: Sequence[Candidate]) -> np.ndarray:
 #: about what the memory can *show*; availability and the image-only flag tell the policy which forms exist
 #: (a text-only turn has no image to choose), the retrieval score / query cosine / pool rank say how likely
 #: the memory is evidence at all (what a form is worth), and the lexical overlaps of the question with the
-#: crop phrase and the caption are what rule-v1 keys on (is the grounded object the one asked about?).
+#: crop phrase and the caption are what rule-v1 keys on (is the grounded object the one asked about?), and
+#: the overlap with the memory's own text says whether the turn names what is asked.
 SCALARS = ("score", "cos", "rank", "avail_raw_text", "avail_summary", "avail_caption", "avail_raw_image",
-           "avail_grounded_crop", "image_only", "crop_named", "caption_overlap", "visual_question", "text_len")
+           "avail_grounded_crop", "image_only", "crop_named", "caption_overlap", "text_overlap", "visual_question",
+           "text_len")
 
 
 def memory_scalars(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], node_vecs: np.ndarray) -> np.ndarray:
@@ -161,8 +163,10 @@ def memory_scalars(question: str, q_vec: np.ndarray, candidates: Sequence[Candid
         caption = _words(" ".join(r.caption for r in recs if r.caption))
         image_only = float(any(nd.images and not nd.text.strip() for nd in c.nodes))
         text_len = sum(len(nd.text) for nd in c.nodes)
+        words = _words(" ".join(nd.text for nd in c.nodes))
         out[i] = (c.score, cos[i], rank[i], *avail[i], image_only, float(bool(phrases & qw)),
-                  len(caption & qw) / max(1, len(qw)), visual, np.log1p(text_len) / 8.0)
+                  len(caption & qw) / max(1, len(qw)), len(words & qw) / max(1, len(qw)), visual,
+                  np.log1p(text_len) / 8.0)
     return out
 
 
@@ -191,14 +195,17 @@ class MLPSelector:
     (seeded) for training.
 
     ``version="v2"`` is the PPO selector (``training/train_selector_ppo.py``): the input also holds the
-    per-memory ``SCALARS`` and the net has a value head (training only)."""
+    per-memory ``SCALARS`` and the net has a value head (training only); ``embeddings=False`` keeps only the
+    scalars (no query/summary vectors: nothing split-specific to overfit to)."""
 
-    def __init__(self, dim: int, hidden: int = 256, *, seed: int = 0, name: str = "mlp", version: str = "v1"):
+    def __init__(self, dim: int, hidden: int = 256, *, seed: int = 0, name: str = "mlp", version: str = "v1",
+                 embeddings: bool = True):
         import torch
         from torch import nn
 
         torch.manual_seed(seed)
         self.dim, self.hidden, self.name, self.version = dim, hidden, name, version
+        self.embeddings = embeddings or version == "v1"  # v2 may drop the two embeddings (scalars only)
         if version == "v1":
             self.net = nn.Sequential(nn.Linear(2 * dim, hidden), nn.ReLU(), nn.Linear(hidden, len(FORMS)))
         elif version == "v2":
@@ -208,7 +215,7 @@ class MLPSelector:
 
     @property
     def in_dim(self) -> int:
-        return 2 * self.dim + (len(SCALARS) if self.version == "v2" else 0)
+        return 2 * self.dim * self.embeddings + (len(SCALARS) if self.version == "v2" else 0)
 
     def summary_vectors(self, candidates: Sequence[Candidate], vectors: Callable | None = None) -> np.ndarray:
         rows = []
@@ -223,7 +230,7 @@ class MLPSelector:
                  question: str = "") -> np.ndarray:
         s = self.summary_vectors(candidates, vectors)
         q = np.broadcast_to(np.asarray(q_vec, np.float32), (len(candidates), self.dim))
-        parts = [q, s]
+        parts = [q, s] if self.embeddings else []
         if self.version == "v2":
             parts.append(memory_scalars(question, q_vec, candidates, s))
         return np.concatenate(parts, axis=1).astype(np.float32).reshape(len(candidates), self.in_dim)
@@ -247,7 +254,7 @@ class MLPSelector:
         import torch
 
         torch.save({"state_dict": self.net.state_dict(), "dim": self.dim, "hidden": self.hidden,
-                    "version": self.version, "meta": dict(meta or {})}, path)
+                    "version": self.version, "embeddings": self.embeddings, "meta": dict(meta or {})}, path)
 
     @classmethod
     def load(cls, path: str | Path, name: str | None = None) -> "MLPSelector":
@@ -255,7 +262,7 @@ class MLPSelector:
 
         blob = torch.load(path, map_location="cpu", weights_only=True)
         sel = cls(int(blob["dim"]), int(blob["hidden"]), name=name or f"mlp:{Path(path).name}",
-                  version=blob.get("version", "v1"))
+                  version=blob.get("version", "v1"), embeddings=bool(blob.get("embeddings", True)))
         sel.net.load_state_dict(blob["state_dict"])
         sel.net.eval()
         sel.meta = dict(blob.get("meta", {}))
