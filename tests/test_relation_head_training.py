@@ -101,8 +101,9 @@ def test_temperature_fit_recovers_a_known_temperature():
 def test_mlp_head_beats_the_majority_class_and_resume_matches_a_straight_run(tiny_pairs, tmp_path):
     mod = _script()
     common = ["--train", str(tiny_pairs["train"]), "--dev", str(tiny_pairs["dev"]), "--test", str(tiny_pairs["dev"]),
-              "--quiet", "true", "--hidden", "16"]
-    straight = mod.train(mod.parse_args(common + ["--epochs", "40", "--out", str(tmp_path / "a.npz")]))
+              "--quiet", "true", "--hidden", "16", "--cache-dir", str(tmp_path / "runs")]
+    straight = mod.train(mod.parse_args(common + ["--epochs", "40", "--out", str(tmp_path / "a.npz"), "--metrics",
+                                                  str(tmp_path / "a.csv")]))
     t = straight["test"]
     assert t["accuracy"] >= t["majority_accuracy"] + 0.15, t
     assert {"same", "update", "distinct"} == set(t["per_class"]) and 0 <= t["ece"] <= 1
@@ -112,7 +113,7 @@ def test_mlp_head_beats_the_majority_class_and_resume_matches_a_straight_run(tin
     a, b = np.load(tmp_path / "a.npz"), np.load(tmp_path / "b.npz")
     for k in ("W0", "W1", "W2", "temperature"):
         np.testing.assert_allclose(a[k], b[k], atol=1e-6)
-    assert (tmp_path / "a.npz.metrics.csv").read_text().count("\n") == 41
+    assert (tmp_path / "a.csv").read_text().count("\n") == 41
 
 
 def test_cross_encoder_smoke_run_saves_a_loadable_head(tiny_pairs, tmp_path):
@@ -121,7 +122,8 @@ def test_cross_encoder_smoke_run_saves_a_loadable_head(tiny_pairs, tmp_path):
     out = tmp_path / "ce"
     res = mod.train(mod.parse_args(["--head", "cross-encoder", "--train", str(tiny_pairs["train"]), "--dev",
                                     str(tiny_pairs["dev"]), "--epochs", "1", "--max-steps", "2", "--batch-size", "8",
-                                    "--max-pairs", "40", "--max-eval-pairs", "24", "--max-length", "32", "--quiet", "true", "--out", str(out)]))
+                                    "--max-pairs", "40", "--max-eval-pairs", "24", "--max-length", "32", "--quiet", "true", "--out", str(out),
+                                    "--cache-dir", str(tmp_path / "runs")]))
     assert res["history"][0]["steps"] == 2
     head = make_relation_head(f"cross-encoder:{out}")
     assert isinstance(head, CrossEncoderRelationHead) and head.reads_text
@@ -169,7 +171,8 @@ def test_torchrun_two_processes_match_one(tiny_pairs, tmp_path):
     on the weights (float reduction order differs)."""
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
     common = [str(SCRIPT), "--train", str(tiny_pairs["train"]), "--dev", str(tiny_pairs["dev"]), "--epochs", "8",
-              "--quiet", "true", "--hidden", "16", "--batch-size", "64", "--resume", "false"]
+              "--quiet", "true", "--hidden", "16", "--batch-size", "64", "--resume", "false", "--cache-dir",
+              str(tmp_path / "runs")]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, *common, "--out", str(tmp_path / "one.npz")], check=True, env=env, timeout=600)
     subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29517", *common, "--out",
