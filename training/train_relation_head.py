@@ -83,6 +83,7 @@ class Args:
     checkpoint: str = ""           # resumable state, written every epoch; empty: in cache_dir, keyed by out
     resume: bool = True
     metrics: str = ""              # CSV of per-epoch metrics; empty: in cache_dir, keyed by out
+    tensorboard: str = ""          # a log folder for TensorBoard scalars (needs `pip install tensorboard`)
     threads: int = 0               # torch CPU threads (0: leave torch's default)
     quiet: bool = False
 
@@ -259,6 +260,13 @@ def train(args: Args) -> dict:
         log(f"resumed from {ckpt} at epoch {start}")
     from tqdm import tqdm
 
+    writer = None
+    if args.tensorboard and rank == 0:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as exc:
+            raise SystemExit("--tensorboard needs TensorBoard: pip install tensorboard (CSV metrics need nothing)") from exc
+        writer = SummaryWriter(args.tensorboard)
     bar = tqdm(range(start, args.epochs), desc=f"relation head ({args.head})", disable=bool(args.quiet or rank))
     X, y = torch.from_numpy(tr.X), torch.from_numpy(tr.y)
     for epoch in bar:
@@ -293,6 +301,9 @@ def train(args: Args) -> dict:
                "dev_nll": round(dev_loss, 5), "dev_acc": round(float((dev_logits.argmax(1) == dv.y).mean()), 4),
                "seconds": round(time.time() - t0, 2)}
         history.append(row)
+        if writer is not None:
+            for k in ("train_loss", "dev_nll", "dev_acc"):
+                writer.add_scalar(f"relation_head/{k}", row[k], epoch + 1)
         bar.set_postfix(dev_nll=row["dev_nll"], dev_acc=row["dev_acc"])
         if (-dev_acc, dev_loss) < best[0]:
             best = ((-dev_acc, dev_loss), {k: v.detach().clone() for k, v in model.state_dict().items()}, epoch + 1)
