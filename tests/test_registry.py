@@ -14,7 +14,8 @@ EXPECTED = {("text_embedder", "minilm"), ("text_embedder", "hashing"), ("token_c
             ("token_counter", "approx"), ("answerer", "extractive"), ("answerer", "smollm"), ("answerer", "api"),
             ("judge", "em"), ("judge", "f1"), ("judge", "contains"), ("judge", "api"), ("anchors", "spacy"), ("anchors", "heuristic"),
             ("extractor", "oracle"), ("summarizer", "lead"), ("local", "local"),
-            ("image_embedder", "scene-encoder"), ("selector", "rule"), ("selector", "ppo")}
+            ("image_embedder", "scene-encoder"), ("selector", "rule"), ("selector", "ppo"),
+            ("relation_head", "feature"), ("relation_head", "mlp")}
 
 
 def rows_by_name() -> dict[tuple[str, str], dict]:
