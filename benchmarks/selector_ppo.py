@@ -73,6 +73,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--loop_questions", type=int, default=16)
+    ap.add_argument("--embeddings", action="store_true", help="the [q; summary] policy (default: scalars only, "
+                    "as shipped)")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -83,7 +85,9 @@ def main() -> None:
     else:
         data, source = ppo.toy_pools(1024, 0, m=48), "toy pools (48 memories)"
     D = (data["x"].shape[-1] - len(SCALARS)) // 2
-    net = MLPSelector(D, args.hidden, seed=0, version="v2").net.eval()
+    if not args.embeddings:
+        data = {**data, "x": data["x"][..., 2 * D:]}
+    net = MLPSelector(D, args.hidden, seed=0, version="v2", embeddings=args.embeddings).net.eval()
     g = torch.Generator().manual_seed(0)
     idx = torch.randint(0, len(data["x"]), (args.batch,), generator=g)
     b = {k: v[idx] for k, v in data.items() if torch.is_tensor(v)}
@@ -109,6 +113,7 @@ def main() -> None:
     vec_rate, loop_rate = decisions / vec_s, loop_decisions / loop_s
     result = {"pool": source, "batch_questions": args.batch, "decisions_per_batch": decisions,
               "memories_per_question": round(decisions / args.batch, 1), "hidden": args.hidden,
+              "policy_inputs": int(b["x"].shape[-1]),
               "threads": args.threads, "vectorised_decisions_per_s": round(vec_rate), "loop_decisions_per_s":
               round(loop_rate), "ratio": round(vec_rate / loop_rate, 1), "target_decisions_per_s": 30000,
               "meets_target": vec_rate >= 30000, "torch": torch.__version__, "machine": platform.processor() or

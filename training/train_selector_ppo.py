@@ -5,7 +5,10 @@ One readable file (cleanrl / nanoGPT style): arguments, pools, a vectorised envi
 **Policy.** ``c3m.read.compose.MLPSelector(version="v2")``: per retrieved memory, features
 [query emb; summary emb; ``SCALARS``] -> five Bernoulli logits (one per evidence form, ``FORMS`` order) and a
 value head (training only). A form the memory does not have is never sampled and is left out of log-probs
-and entropy.
+and entropy. ``--embeddings=false`` (the shipped policy) drops the two 384-d vectors and keeps the scalars:
+trained on 12 train-split histories, the embedding policy reached dev oracle-reader 0.46 at λ=0.1 where the
+scalar-only one reached 0.725 — the splits have disjoint vocabularies, and the vectors let the MLP memorise
+the train split's words.
 
 **Episodes are one step.** A question's pool is the state, the joint form choice the action, the reward
 comes at once and nothing follows: a contextual bandit, so GAE (γ, λ_GAE) is moot. The advantage is
@@ -92,6 +95,7 @@ class Args:
     embeddings: bool = True             # False: the policy sees the per-memory scalars only
     seed: int = 0
     threads: int = 2
+    device: str = "auto"                # auto: cuda when available (nccl under torchrun), else cpu (gloo)
     ckpt_every: int = 50
     resume: bool = True
     log_every: int = 10
@@ -342,7 +346,7 @@ def env_step(b: dict, a: torch.Tensor) -> dict:
                          torch.ones_like(fits_raw)], -1)
     imgs = (a.float() * b["images"]).sum(-1)
     fits_img = (torch.cumsum(imgs, 1) <= img_b[:, None])[..., None]
-    is_img = torch.tensor([False, False, False, True, True])
+    is_img = torch.tensor([False, False, False, True, True], device=a.device)
     a = a & (fits_img | ~is_img)
     txt = (a.float() * b["text_tokens"]).sum(-1)
     a = a & (torch.cumsum(txt, 1) <= txt_b[:, None])[..., None]
@@ -405,7 +409,9 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
         data = {**data, "x": data["x"][..., 2 * D:]}
     torch.manual_seed(args.seed)
     sel = MLPSelector(D, args.hidden, seed=args.seed, name="ppo", version="v2", embeddings=args.embeddings)
-    net = sel.net
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() and
+                          args.device != "cpu" else "cpu")
+    net = sel.net.to(device)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr, eps=1e-5)
     scaler = CostScaler(args.cost_window, args.rescale)
     gen = torch.Generator().manual_seed(args.seed)  # identical on every rank: the global batch and its noise
@@ -439,8 +445,9 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
         idx = torch.randint(0, N, (B,), generator=gen)
         M = int(data["mask"][idx].sum(1).max())
         noise = torch.rand(B, M, 5, generator=gen)
-        b = {k: v[idx[mine]][:, :M] if v.dim() > 1 and v.shape[1] >= M and k not in ("kmask", "emask", "budget")
-             else v[idx[mine]] for k, v in data.items() if torch.is_tensor(v)}
+        b = {k: (v[idx[mine]][:, :M] if v.dim() > 1 and v.shape[1] >= M and k not in ("kmask", "emask", "budget")
+                 else v[idx[mine]]).to(device) for k, v in data.items() if torch.is_tensor(v)}
+        noise = noise.to(device)
         # rollout
         tr = time.perf_counter()
         with torch.no_grad():
@@ -450,7 +457,7 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
             valid = b["mask"]
             g_cost, g_diff, g_valid = (all_cat(res["cost"], world), all_cat(res["diff"], world),
                                        all_cat(valid, world))
-            c_scaled = scaler(g_cost, g_diff, g_valid)[mine]  # global statistics, this rank's rows
+            c_scaled = scaler(g_cost, g_diff, g_valid)[mine.to(device)]  # global statistics, this rank's rows
             reward = res["diff"] - args.lam * c_scaled
             old_lp, _ = log_probs(logits, a, b["avail"])
             adv = reward - value
@@ -462,13 +469,13 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
         decisions = float(s[2])
         roll_s = time.perf_counter() - tr
         # update: epochs × minibatches over the global batch; each rank holds its positions' rows
-        stats = torch.zeros(5)
+        stats = torch.zeros(5, device=device)
         perm_all = [torch.randperm(B, generator=gen) for _ in range(args.epochs)]
-        pos = torch.full((B,), -1, dtype=torch.long)
-        pos[mine] = torch.arange(len(mine))
+        pos = torch.full((B,), -1, dtype=torch.long, device=device)
+        pos[mine.to(device)] = torch.arange(len(mine), device=device)
         for perm in perm_all:
             for chunk in perm.chunk(args.minibatches):
-                rows = pos[chunk]
+                rows = pos[chunk.to(device)]
                 rows = rows[rows >= 0]
                 mv = vf[rows]
                 n_all = all_sum(mv.sum().reshape(1).clone(), world).clamp(min=1)[0]
@@ -493,7 +500,8 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
                                           (v_loss * mv).sum(), (ent * mv).sum(), mv.sum()])
         stats = all_sum(stats, world)
         row_stats = all_sum(torch.stack([(reward * vf).sum(), res["quality"].sum(), res["all"].sum(),
-                                         res["oracle"].sum(), res["tokens"].sum(), torch.tensor(float(len(mine)))]), world)
+                                         res["oracle"].sum(), res["tokens"].sum(),
+                                         torch.tensor(float(len(mine)), device=device)]), world)
         n_q = row_stats[5]
         row = {"iteration": it + 1, "lam": args.lam, "reward": (row_stats[0] / decisions).item(),
                "quality": (row_stats[1] / n_q).item(), "evidence_acc": (row_stats[2] / n_q).item(),
@@ -508,6 +516,7 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
             if (it + 1) % args.ckpt_every == 0 or it + 1 == args.iterations:
                 torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "scaler": scaler.state_dict(),
                             "gen": gen.get_state(), "iteration": it + 1, "args": asdict(args)}, ckpt)
+    sel.net = net.cpu()
     if rank == 0:
         sel.net.eval()
         sel.save(out / "selector.pt", meta={"lam": args.lam, "iterations": args.iterations, "quality": QUALITY,
@@ -713,9 +722,13 @@ def plot_sweep(summary: dict, path: Path) -> None:
         ax.scatter([r["context_tokens"]], [r["oracle_reader_acc"]], marker=mark, s=80, label=f"{name} (oracle)")
         ax.scatter([r["context_tokens"]], [r["evidence_acc"]], marker=mark, s=80, facecolors="none",
                    edgecolors="k", label=f"{name} (evidence)")
+    ref = summary["refs"]["all-forms"]
+    ax.axvline(0.6 * ref["context_tokens"], color="grey", ls=":", lw=1)  # the target: >= 40% fewer tokens ...
+    ax.axhline(ref["oracle_reader_acc"] - 0.01, color="grey", ls=":", lw=1)  # ... within 1 point of all-forms
     ax.set_xlabel("context tokens per question (text + image, qwen2-vl)")
-    ax.set_ylabel("accuracy (dev, IE/MSR/TR/KU)")
-    ax.legend(fontsize=7)
+    ax.set_ylabel("accuracy (IE/MSR/TR/KU)")
+    ax.set_title("λ sweep on dev; dotted: 60% of all-forms tokens, all-forms oracle − 1 pt", fontsize=8)
+    ax.legend(fontsize=6, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -124,7 +124,7 @@ def available_backends() -> list[dict[str, Any]]:
                  "train it: python training/train_relation_head.py"),
         _always("selector", "rule", "rule-v1 evidence-form heuristic (c3m.read.compose), the default"),
         _shipped("selector", "ppo", "selector_ppo.pt", "PPO-trained evidence selector (method_options selector='ppo'; "
-                 "synthetic hard train split, see models/weights/MODEL_CARD.md)",
+                 "synthetic hard train split, see models/weights/SELECTOR_PPO_CARD.md)",
                  "train it: python training/train_selector_ppo.py"),
     ]
     return rows

@@ -269,7 +269,7 @@ class MLPSelector:
         return sel
 
 
-#: the shipped PPO selector (``training/train_selector_ppo.py``; card: ``c3m/models/weights/MODEL_CARD.md``)
+#: the shipped PPO selector (``training/train_selector_ppo.py``; card: ``c3m/models/weights/SELECTOR_PPO_CARD.md``)
 PPO_WEIGHTS = Path(__file__).resolve().parents[1] / "models" / "weights" / "selector_ppo.pt"
 SELECTORS = ("rule", "ppo", "mlp:PATH", "mlp-init:SEED")
 
