@@ -399,7 +399,7 @@ def write_report(result: dict, args: Args) -> None:
                   f"{te['image_change_update_recall']:.3f}, feature-v1 {fe['image_change_update_recall']:.3f} "
                   f"(of {te['n_image_change']}). Re-shared photos in the test pairs: {te['n_reshared']}.", "",
                   f"Calibration: ECE **{te['ece']:.4f}** after temperature scaling ({result['test_uncalibrated_ece']:.4f} "
-                  "before); reliability diagram `relation-head-reliability.png`.", "",
+                  f"before); reliability diagram `{path.stem}-reliability.png`.", "",
                   "## Confusion on test (rows: gold; columns: predicted same, update, distinct, uncertain)", "",
                   "| gold | trained | feature-v1 |", "|---|---|---|"]
         for k, lab in enumerate(LABELS):
@@ -416,7 +416,7 @@ def write_report(result: dict, args: Args) -> None:
         ax.set_ylabel("accuracy")
         ax.set_title(f"relation head, test: ECE {te['ece']:.3f}")
         fig.tight_layout()
-        fig.savefig(path.parent / "relation-head-reliability.png", dpi=120)
+        fig.savefig(path.with_name(f"{path.stem}-reliability.png"), dpi=120)
         plt.close(fig)
     hist = result["history"]
     if hist:
@@ -426,7 +426,7 @@ def write_report(result: dict, args: Args) -> None:
         ax.set_xlabel("epoch")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(path.parent / "relation-head-learning.png", dpi=120)
+        fig.savefig(path.with_name(f"{path.stem}-learning.png"), dpi=120)
         plt.close(fig)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     path.with_suffix(".json").write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
