@@ -22,7 +22,7 @@ EXTRAS = {
     "kernels": [TORCH, "numba>=0.60"],
     "gpu": [TORCH, "triton>=3.0", "numba>=0.60"],
     "bench": ["faiss-cpu>=1.8", "scipy>=1.11", "matplotlib>=3.8", "pandas>=2.0"],
-    "train": [TORCH, "accelerate>=0.30"],
+    "train": [TORCH, "accelerate>=0.30", "matplotlib>=3.8"],
     "server": ["fastapi>=0.110", "uvicorn>=0.29"],
 }
 EXTRAS["dev"] = sorted(

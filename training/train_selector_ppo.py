@@ -777,7 +777,10 @@ def main(argv: list[str] | None = None):
             Path(args.out, "eval.json").write_text(json.dumps(strip_rows(result), indent=1))
             print(table(result), flush=True)
         if rank == 0 and Path(args.out, "metrics.csv").is_file():
-            plot_curve(Path(args.out, "metrics.csv"), Path(args.out, "learning_curve.png"))
+            try:
+                plot_curve(Path(args.out, "metrics.csv"), Path(args.out, "learning_curve.png"))
+            except ImportError:  # the CSV is the record; the PNG needs matplotlib (pip install -e ".[train]")
+                print("learning_curve.png skipped: pip install matplotlib to draw it", flush=True)
         if "RANK" in os.environ:
             import torch.distributed as dist
 
