@@ -242,7 +242,11 @@ def test_smoke_train_resume_and_eval(tmp_path, capsys):
     assert "evidence-check-v1" in r.stdout and "| tiny | ppo |" in r.stdout and "| tiny | all-forms |" in r.stdout
     rows = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
     assert len(rows) == 3 and rows[0].startswith("iteration,lam,reward,quality")
-    assert (tmp_path / "run" / "learning_curve.png").is_file()
+    import importlib.util
+
+    # the PNG needs matplotlib ([train] extra); without it the run says so and keeps the CSV
+    png = (tmp_path / "run" / "learning_curve.png").is_file()
+    assert png if importlib.util.find_spec("matplotlib") else ("learning_curve.png skipped" in r.stdout and not png)
     ppo.main(["--mode=train", "--iterations=3", "--eval_pools=", *common])
     assert "resumed from" in capsys.readouterr().out
     assert len((tmp_path / "run" / "metrics.csv").read_text().splitlines()) == 4
