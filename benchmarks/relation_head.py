@@ -29,13 +29,12 @@ from c3m.models.relation_head import CLASSES, make_relation_head  # noqa: E402
 
 def probabilities(head, feats, texts):
     """[n, 3] probabilities for ECE when the head has them (trained heads); None for feature-v1."""
-    from c3m.models.relation_head import feature_matrix, _softmax
+    from c3m.models.relation_head import feature_matrix
 
-    if hasattr(head, "probabilities"):
-        return head.probabilities(feature_matrix(feats, head.feature_names))
-    if hasattr(head, "logits") and getattr(head, "reads_text", False):
-        return _softmax(head.logits(feature_matrix(feats, head.feature_names), texts) / head.temperature)
-    return None
+    if not hasattr(head, "probabilities"):
+        return None
+    X = feature_matrix(feats, head.feature_names)
+    return head.probabilities(X, texts) if head.reads_text else head.probabilities(X)
 
 
 def main() -> None:

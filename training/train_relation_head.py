@@ -46,9 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from c3m.eval.relation_eval import (ece, evaluate, feature_head_judged, fit_temperature, nll,  # noqa: E402
-                                    choose_delta, softmax, sweep_table)
+                                    choose_delta, sweep_table)
 from c3m.eval.relation_pairs import LABELS, RelationPairs, build_pairs  # noqa: E402
-from c3m.models.relation_head import SHIPPED_MLP, MLPRelationHead, decide_relation  # noqa: E402
+from c3m.models.relation_head import SHIPPED_MLP, MLPRelationHead, decide_relation, softmax  # noqa: E402
 
 
 @dataclass

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from ..read.compose import FORM_NAMES
+from ..synthvocab import NUMBER_WORDS as _NUMBERS
+
 NAME = "evidence-check-v1"
 CROP_COVER = 0.5
-FORM_NAMES = ("raw_text", "summary", "caption", "raw_image", "grounded_crop")
 _TEXT_FORMS = ("raw_text", "summary", "caption")
-_NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
 
 
 @dataclass(frozen=True)

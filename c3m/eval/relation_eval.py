@@ -19,6 +19,7 @@ from ..models.relation_head import FeatureRelationHead
 from ..types import Relation
 from .relation_pairs import LABELS, RelationPairs
 
+
 def nll(logits: np.ndarray, y: np.ndarray, temperature: float = 1.0) -> float:
     z = logits / temperature
     z = z - z.max(axis=1, keepdims=True)
@@ -37,13 +38,6 @@ def fit_temperature(logits: np.ndarray, y: np.ndarray) -> float:
         else:
             lo = a
     return math.exp((lo + hi) / 2)
-
-
-
-def softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
 
 
 def ece(prob: np.ndarray, y: np.ndarray, bins: int = 15) -> tuple[float, list[tuple[float, float, int]]]:

@@ -20,6 +20,7 @@ import hashlib
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
@@ -164,7 +165,9 @@ def _bytes(image) -> bytes:
     return image if isinstance(image, bytes) else Path(image).read_bytes()
 
 
+@lru_cache(maxsize=4096)
 def _sha(image) -> str:
+    """SHA-256 of an image (a path or bytes); memoised, since one turn's photo recurs in many pairs."""
     return hashlib.sha256(_bytes(image)).hexdigest()
 
 

@@ -62,6 +62,14 @@ def normalize(z: np.ndarray) -> np.ndarray:
     return decode_vec(encode_vec(z / n if n > 0 else z))
 
 
+def mean_direction(acc: np.ndarray | None, new: np.ndarray | None) -> np.ndarray | None:
+    """A running mean direction of unit vectors: ``acc`` with ``new`` folded in (either may be missing). An
+    entry's image vector (RAMU's image–image feature) is kept this way."""
+    if new is None:
+        return acc
+    return normalize(new if acc is None else acc + new)
+
+
 def encode_turns(turns) -> str:
     """Sorted turn indices as ranges: [0,1,2,5] -> "0-2,5"."""
     out, run = [], []

@@ -87,7 +87,7 @@ def feature_matrix(features: Sequence[Mapping[str, float]], names: Sequence[str]
                                                                                                   len(names))
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
+def softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=1, keepdims=True)
@@ -116,7 +116,7 @@ class MLPRelationHead:
         return h
 
     def probabilities(self, X: np.ndarray) -> np.ndarray:
-        return _softmax(self.logits(X) / self.temperature)
+        return softmax(self.logits(X) / self.temperature)
 
     def predict(self, features: Sequence[Mapping[str, float]], pairs=None) -> list[tuple[Relation, float]]:
         if not features:
@@ -184,8 +184,10 @@ class CrossEncoderRelationHead:
 
             raise InvalidInput("pairs", "the cross-encoder relation head reads the pair texts",
                                fix="pass pairs=[(entry text, unit text), ...], one per feature row")
-        X = feature_matrix(features, self.feature_names)
-        return decide_relation(_softmax(self.logits(X, list(pairs)) / self.temperature))
+        return decide_relation(self.probabilities(feature_matrix(features, self.feature_names), list(pairs)))
+
+    def probabilities(self, X: np.ndarray, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        return softmax(self.logits(X, pairs) / self.temperature)
 
 
 def make_relation_head(name: str = "feature"):

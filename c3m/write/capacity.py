@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections import Counter
 
 from ..errors import C3MError
-from ..index.active import MAX_STATES, MAX_VISUAL, ActiveIndex, IndexEntry, idf, merge_pointers, normalize
+from ..index.active import (MAX_STATES, MAX_VISUAL, ActiveIndex, IndexEntry, idf, mean_direction, merge_pointers,
+                            normalize)
 from ..types import Relation, WriteBudget
-from .features import relation_features
+from .features import judge, relation_features
 from .units import Unit
 
 MAX_COMPACT = 3
@@ -47,8 +48,7 @@ def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> N
     dst.entities.update(src.entities)
     dst.visual = Counter(dict((dst.visual + src.visual).most_common(MAX_VISUAL)))
     dst.z = normalize(dst.z * dst.support + src.z * src.support)
-    if src.image_z is not None:
-        dst.image_z = normalize(src.image_z if dst.image_z is None else dst.image_z + src.image_z)
+    dst.image_z = mean_direction(dst.image_z, src.image_z)
     dst.support += src.support
     dst.time, dst.first_time = max(dst.time, src.time), min(dst.first_time, src.first_time)
     if dst.kind == "spill":
@@ -78,9 +78,7 @@ def safe_pair(index: ActiveIndex, head, delta: float, k: int = 4):
                 pairs.append((entries[i], entries[j]))
                 feats.append(relation_features(_as_unit(entries[j]), entries[i], index.df, index.n_docs))
     best = None
-    judged = (head.predict(feats, [(a.text, b.text) for a, b in pairs]) if getattr(head, "reads_text", False)
-              else head.predict(feats))
-    for (a, b), (r, c) in zip(pairs, judged):
+    for (a, b), (r, c) in zip(pairs, judge(head, feats, [(a.text, b.text) for a, b in pairs])):
         if r is Relation.SAME and c >= delta and (best is None or c > best[2]):
             best = (a, b, c)
     return best

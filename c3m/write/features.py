@@ -68,3 +68,8 @@ def relation_features(unit: Unit, entry, df: Mapping[str, int], n_docs: int) -> 
         "image_image": image_image,
     }
 
+
+def judge(head, features, pairs):
+    """``head.predict`` over phi rows; ``pairs`` [(entry text, unit text)] reach only heads that read them
+    (``reads_text``), so one-argument heads keep ``predict(features)``."""
+    return head.predict(features, pairs) if getattr(head, "reads_text", False) else head.predict(features)

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..types import Action, Relation, WriteBudget
-from .features import relation_features
-from ..index.active import MAX_ENTITIES, MAX_STATES, ActiveIndex, idf, IndexEntry, IndexPage, Version, merge_pointers, normalize
+from .features import judge, relation_features
+from ..index.active import (MAX_ENTITIES, MAX_STATES, ActiveIndex, idf, IndexEntry, IndexPage, Version, mean_direction,
+                            merge_pointers, normalize)
 from .units import Unit
 
 
@@ -61,10 +62,7 @@ def decide(unit: Unit, candidates, head, index: ActiveIndex, delta: float) -> De
     if not candidates:
         return Decision(Action.ADD, None, None, 1.0, ())
     feats = [relation_features(unit, e, index.df, index.n_docs) for e, _ in candidates]
-    if getattr(head, "reads_text", False):  # heads that read the pair texts get them; others keep predict(features)
-        judged = head.predict(feats, [(e.text, unit.text) for e, _ in candidates])
-    else:
-        judged = head.predict(feats)
+    judged = judge(head, feats, [(e.text, unit.text) for e, _ in candidates])
     rows = tuple((e.entry_id, r, float(c), s) for (e, s), (r, c) in zip(candidates, judged))
 
     def strength(row):  # actionable relations first, then the most confident
@@ -135,8 +133,7 @@ def apply(index: ActiveIndex, unit: Unit, decision: Decision, summary: str, budg
             e.states = list(dict.fromkeys(e.states + sorted(unit.states)))
             e.labels["same"] += 1
         e.z = normalize(e.z * e.support + unit.z)
-        if unit.image_z is not None:
-            e.image_z = normalize(unit.image_z if e.image_z is None else e.image_z + unit.image_z)
+        e.image_z = mean_direction(e.image_z, unit.image_z)
         e.support += 1
         e.entities.update(_entity_counter(unit))
         e.time = max(e.time, unit.time)
@@ -145,7 +142,7 @@ def apply(index: ActiveIndex, unit: Unit, decision: Decision, summary: str, budg
     else:
         e = IndexEntry(index.new_id(), normalize(unit.z), P_t, unit.time, unit.time, summary,
                        entities=_entity_counter(unit), states=sorted(unit.states)[:MAX_STATES],
-                       image_z=normalize(unit.image_z) if unit.image_z is not None else None)
+                       image_z=mean_direction(None, unit.image_z))
         if decision.action is Action.KEEP and decision.target:
             e.links.append([decision.target, decision.relation.value, round(decision.confidence, 4)])
             e.labels[decision.relation.value] += 1
