@@ -189,9 +189,16 @@ class EvidenceResult:
 
 
 def check_context(ctx, items: Sequence[SupportItem], gold: HiddenGold,
-                  crop_boxes: Mapping[str, tuple[str, Sequence[float]]] | None = None) -> EvidenceResult:
+                  crop_boxes: Mapping[str, tuple[str, Sequence[float]]] | None = None, *,
+                  summary_scope: str = "turn") -> EvidenceResult:
     """The evidence check on a composed ``Context``. ``crop_boxes``: crop sha256 -> (source image sha256,
-    box), from the candidates' perception records (a ContextItem carries the crop, not its box)."""
+    box), from the candidates' perception records (a ContextItem carries the crop, not its box).
+
+    ``summary_scope="session"`` (the harness's reading) lets a summary item speak for every turn of the
+    session it cites: a per-session summary or a fact cites one node, yet the value it states may come from
+    another turn of that session. ``"turn"`` (the selector's reading) keeps the strict one-turn rule."""
+    if summary_scope not in ("turn", "session"):
+        raise ValueError(f"summary_scope must be 'turn' or 'session', got {summary_scope!r}")
     if not items:
         return EvidenceResult(None, None)
     crop_boxes = crop_boxes or {}
@@ -202,8 +209,12 @@ def check_context(ctx, items: Sequence[SupportItem], gold: HiddenGold,
         for k, it in enumerate(items):
             if ok[k]:
                 continue
-            if form in _TEXT_FORMS:
+            if form == "summary" and summary_scope == "session" and ci.provenance.session_id == it.session:
+                ok[k] = satisfies(it, form, text=ci.text, session=it.session, turn=it.turn)
+            elif form in _TEXT_FORMS:
                 ok[k] = satisfies(it, form, text=ci.text, **where)
+            if not ok[k] and form == "raw_text" and ci.images:  # raw text shown with its node's images attached
+                ok[k] = satisfies(it, "raw_image", scenes=gold.scenes_of(ci.images), **where)
             elif form == "raw_image":
                 ok[k] = satisfies(it, form, scenes=gold.scenes_of(ci.images), **where)
             elif form == "grounded_crop":

@@ -79,6 +79,18 @@ def _models(text_embedder: str, token_counter: str, answerer: str, perception: s
     return models
 
 
+@lru_cache(maxsize=2)
+def _hidden_gold(root: str):
+    """The dataset's hidden gold (support items, scene graphs) when it has one: read once per worker, and only
+    when asked — after a history's write phase (``replay_history``'s ``gold``)."""
+    from .evidence import HiddenGold
+
+    hidden = Path(root) / "_hidden"
+    if not ((hidden / "questions.jsonl").is_file() and (hidden / "scenes.jsonl").is_file()):
+        return None
+    return HiddenGold(root)
+
+
 @lru_cache(maxsize=4)
 def _judge(name: str | None):
     from ..models import make_judge
@@ -155,7 +167,7 @@ def _replay_job(history: History, store: str, config: MemoryConfig, budget: Read
                      config.image_embedder)
     out = replay_history(history, store, config=config, models=models, budget=budget, length=length,
                          guard_paths=guard, judge=_judge(judge), perception=models.perception,
-                         questions_file=questions_file, variants=variants)
+                         questions_file=questions_file, variants=variants, gold=lambda: _hidden_gold(guard[0]))
     return out if isinstance(out, list) else [out]
 
 

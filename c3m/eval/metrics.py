@@ -19,6 +19,13 @@ Every number is the harness's own measurement (``c3m.budget``), never the method
   was never mentioned (no evidence) score 1 iff the context holds no *misleading* item — no turn containing
   every content word of the question's subject (a named heuristic). AR is reported on its own row and is
   **excluded from "overall"** (an empty context is a near-perfect refuser on easy data).
+- **evidence-check accuracy** (``evidence_acc``, synthetic datasets with hidden gold only): 1 iff every
+  support detail of the question (session, turn, entity, attribute, value) is *visible* in some shown form
+  (``c3m.eval.evidence``, "evidence-check-v1": the value in a raw text, caption, summary or fact of that
+  turn — a summary speaks for its whole session — or carried by an object of a shown image or crop, read
+  as a VLM would see it). Unlike Support Recall it credits derived text that states the detail (a fact
+  store, per-session summaries) and refuses a caption or summary that lost it. AR questions without
+  support items have none (None).
 - **judged accuracy** (only with ``--judge``): the configured answerer answers from the context and the
   judge scores it; reported beside, never merged with, oracle-reader.
 - **violation**: the measured context was over the reader budget on some dimension, or showed evidence that
@@ -39,7 +46,8 @@ from ..models.answer import content_words
 from ..budget import INDEX_DIMENSIONS, Measured
 from ..types import Context, EvidenceForm, Question, node_id_for
 
-METRICS = ("route_hit", "support_recall", "raw_support_recall", "oracle_reader_acc", "judged_acc", "text_tokens", "image_tokens",
+METRICS = ("route_hit", "support_recall", "raw_support_recall", "oracle_reader_acc", "evidence_acc", "judged_acc",
+           "text_tokens", "image_tokens",
            "context_tokens", "images",
            "raw_nodes_read", "read_ms", "pool_size", "nodes_read", "scored", "violation_rate")
 #: categories whose retrieval metrics make up "overall" (AR is reported on its own row)
@@ -68,6 +76,7 @@ class QuestionResult:
     pages: int = 0
     image_tokens: int = 0            # the shown images under the image-token model (crops cheaper)
     raw_support_recall: float | None = None  # gold turns shown raw (text or original image) only
+    evidence_acc: float | None = None  # evidence-check-v1: every support detail visible in some shown form
 
     @property
     def context_tokens(self) -> int:

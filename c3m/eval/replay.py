@@ -148,7 +148,7 @@ def load_questions(path: str | Path) -> tuple[Question, ...]:
 def replay_history(history: History, store: str | Path, *, config: MemoryConfig, models: Models | None = None,
                    budget: ReaderBudget | None = None, length: str = "?", guard_paths=(),
                    judge=None, perception=None, questions_file: str | Path | None = None,
-                   variants: Sequence[tuple[str, dict]] = ()) -> HistoryResult | list[HistoryResult]:
+                   variants: Sequence[tuple[str, dict]] = (), gold=None) -> HistoryResult | list[HistoryResult]:
     """Write every session (questions hidden), then ask every question; returns the measurements.
 
     The questions are ``history.questions``, or (as the harness runs it, so that they are not in memory during
@@ -156,7 +156,11 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
 
     ``variants``: (spec, options) pairs of *read-only* options of the same method (``MemoryMethod.read_options``);
     each is asked every question on the same committed index — one write replay for a whole ablation table —
-    and gets its own HistoryResult (then a list is returned, the main result first)."""
+    and gets its own HistoryResult (then a list is returned, the main result first).
+
+    ``gold``: a callable returning the dataset's ``HiddenGold`` (or None), called only after the last session
+    was written (the support items hold the questions' details); with it every context also gets the evidence
+    check (``evidence_acc``)."""
     from ..memory import Memory
 
     sessions, questions = history.sessions, history.questions  # split before the write phase starts
@@ -188,7 +192,8 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
         if questions_file is not None:
             questions = load_questions(questions_file)
         budget = budget or mem.config.reader_budget
-        result.questions = _ask(mem, namespace, questions, budget, judge, perception)
+        check = _evidence_checker(gold() if gold is not None else None, history.id, mem)
+        result.questions = _ask(mem, namespace, questions, budget, judge, perception, check)
         extra = []
         for spec, options in variants:  # read-only variants: the same committed index, another reader
             variant = type(mem.method)(mem.store, mem.namespace, mem.models, write_budget=mem.config.write_budget,
@@ -196,12 +201,35 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
             variant.load_state(mem.method.state())
             main, mem.method = mem.method, variant
             extra.append(replace(result, method=spec, questions=_ask(mem, namespace, questions, budget, judge,
-                                                                     perception)))
+                                                                     perception, check)))
             mem.method = main
     return [result, *extra] if variants else result
 
 
-def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, perception) -> list[QuestionResult]:
+def _evidence_checker(gold, history_id: str, mem):
+    """``check(question, context) -> evidence_acc | None`` for one history, or None without hidden gold. A
+    context is checked as the method composed it (a raw image is read as a VLM sees it); grounded crops are
+    resolved to their source image and box through the store's perception records."""
+    if gold is None:
+        return None
+    from .evidence import check_context
+
+    def check(q, ctx) -> float | None:
+        items = gold.items(history_id, q.id)
+        if not items:
+            return None
+        crops = {}
+        croppers = [i.node_id for i in ctx.items if i.form is EvidenceForm.GROUNDED_CROP]
+        for records in (mem.store.perceptions(croppers).values() if croppers else ()):
+            for r in records:
+                if r.crop is not None and r.crop_box is not None:
+                    crops[r.crop.sha256] = (r.image.sha256, r.crop_box)
+        return check_context(ctx, items, gold, crops, summary_scope="session").all
+
+    return check
+
+
+def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, perception, check=None) -> list[QuestionResult]:
     """Every question once, through ``retrieve`` only; each context measured by the harness, never trusted."""
     out = []
     for q in questions:
@@ -213,6 +241,8 @@ def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, perception
         read = (with_captions(ctx, perception, mem.store.image_bytes) if perception is not None and judge is not None
                 else ctx)
         scored = score_context(namespace, q, ctx, elapsed, mem.measure(read, budget), reads)
+        if check is not None:
+            scored = replace(scored, evidence_acc=0.0 if scored.violation else check(q, ctx))
         if judge is not None:
             correct, answer_text = 0.0, None
             if scored.violation is None:

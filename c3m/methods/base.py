@@ -44,6 +44,11 @@ class MemoryMethod(ABC):
     #: options that change only the read path: the harness asks such variants on the base method's committed
     #: index instead of replaying the writes again (an ablation table costs one write replay per history)
     read_options: ClassVar[frozenset[str]] = frozenset()
+    #: one line each for ``c3m methods`` and the comparison tables: what the method does, what its reader is
+    #: shown (Raw Nodes, summaries, facts, ...), and the paper it reproduces ("" for the project's own yardsticks)
+    summary: ClassVar[str] = ""
+    reads: ClassVar[str] = "Raw Nodes"
+    paper: ClassVar[str] = ""
 
     def __init__(self, store: ColdStore, namespace: str, models: Models, *,
                  write_budget: WriteBudget = WriteBudget(), options: dict[str, Any] | None = None):
