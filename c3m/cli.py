@@ -249,13 +249,70 @@ def cmd_models(args) -> int:
     return 0
 
 
+def _field(cls, attr: str) -> str:
+    value = getattr(cls, attr, "") if cls is not None else ""
+    return value.strip() if isinstance(value, str) and value.strip() else "-"
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(0, width - 1)] + "\u2026"
+
+
+def method_rows() -> list[dict]:
+    """One row per method: the project's names (``METHOD_NAMES``, ``planned`` when not registered yet), then any
+    other registered name."""
+    from .methods import METHOD_NAMES, available_methods, method_class
+
+    have = available_methods()
+    rows = []
+    for name in [*METHOD_NAMES, *(n for n in have if n not in METHOD_NAMES)]:
+        cls = method_class(name) if name in have else None
+        rows.append({"name": name, "status": "planned" if cls is None else
+                     "bounded" if getattr(cls, "bounded", False) else "unbounded",
+                     "reads": _field(cls, "reads") if cls is not None else "-", "paper": _field(cls, "paper"),
+                     "summary": _field(cls, "summary")})
+    return rows
+
+
 def cmd_methods(args) -> int:
+    rows = method_rows()
+    if getattr(args, "json", False):
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = 100
+    w_name = max(len("method"), *(len(r["name"]) for r in rows))
+    w_status = len("unbounded")
+    w_reads = min(22, max(len("reads"), *(len(r["reads"]) for r in rows)))
+    w_paper = min(24, max(len("paper"), *(len(r["paper"]) for r in rows)))
+    w_summary = max(16, width - (2 + w_name + 1 + w_status + 1 + w_reads + 1 + w_paper + 1))
+
+    def line(name, status, reads, paper, summary):
+        return (f"  {_fit(name, w_name):<{w_name}} {status:<{w_status}} {_fit(reads, w_reads):<{w_reads}} "
+                f"{_fit(paper, w_paper):<{w_paper}} {_fit(summary, w_summary)}").rstrip()
+
+    print(line("method", "budget", "reads", "paper", "summary"))
+    for r in rows:
+        print(line(r["name"], r["status"], r["reads"], r["paper"], r["summary"]))
+    print("bounded = keeps its active index within the write budget (measured by the harness)\n"
+          "planned = not implemented yet; --json for the full lines")
+    return 0
+
+
+def expand_methods(specs: list[str] | None) -> list[str] | None:
+    """``all`` -> every registered method (``METHOD_NAMES`` order, then other registered names); other specs
+    (variants like ``c3m:expansion=false``) are kept; duplicates dropped, first occurrence wins."""
+    if not specs:
+        return specs
     from .methods import METHOD_NAMES, available_methods
 
-    have = set(available_methods())
-    for name in METHOD_NAMES:
-        print(f"  {name:<14} {'available' if name in have else 'planned'}")
-    return 0
+    have = available_methods()
+    every = [n for n in METHOD_NAMES if n in have] + [n for n in have if n not in METHOD_NAMES]
+    out: list[str] = []
+    for spec in specs:
+        for s in every if spec == "all" else [spec]:
+            if s not in out:
+                out.append(s)
+    return out
 
 
 def cmd_eval(args) -> int:
@@ -264,15 +321,19 @@ def cmd_eval(args) -> int:
 
     cfg = _config(args)
     budget = _budget(args.budget, cfg.reader_budget)
-    methods = args.methods or [cfg.method]
+    methods = expand_methods(args.methods) or [cfg.method]
     everything = run_eval(args.dataset, methods, args.out, config=cfg, budget=budget, workers=args.workers,
                           progress=not args.json, limit=args.limit, judge=args.judge, perception=args.perception)
     header = make_header(cfg, budget, seed=args.seed, judge=args.judge, perception=args.perception)
     metrics = write_report(everything, args.out, header)
+    from .eval.table1 import write_table1
+
+    table1 = write_table1(everything, Path(args.out) / "table1.md", seed=args.seed,
+                          judged_label=f"answerer {cfg.answerer}, judge {args.judge}" if args.judge else None)
     if args.json:
         print(json.dumps(metrics, indent=2))
         return 0
-    print(f"report: {Path(args.out) / 'report.md'}  metrics: {Path(args.out) / 'metrics.json'}")
+    print(f"report: {Path(args.out) / 'report.md'}  table 1: {table1}  metrics: {Path(args.out) / 'metrics.json'}")
     paired = compute_paired(everything, seed=args.seed)
     if paired:  # the comparison first: a difference on the same histories, not two separate intervals
         print("\n".join(paired_markdown(paired, "support_recall")))
@@ -286,6 +347,21 @@ def cmd_eval(args) -> int:
                 cells = ["–" if row[c]["mean"] is None else f"{row[c]['mean']:.3f}" for c in cols]
                 print(f"{method:<16}{length:>7}{cat:>9}" + "".join(f"{c:>18}" for c in cells)
                       + f"{row.get('violations', 0):>11}")
+    return 0
+
+
+def cmd_table1(args) -> int:
+    from .errors import InvalidInput
+    from .eval.harness import load_results
+    from .eval.table1 import write_table1
+
+    results = load_results(args.folder)
+    if not results:
+        raise InvalidInput("folder", f"no results under {Path(args.folder) / 'results'}",
+                           fix="pass the --out folder of a `c3m eval` run")
+    out = Path(args.out) if args.out else Path(args.folder) / "table1.md"
+    path = write_table1(results, out, reference=args.reference, judged_label=args.judged_label, seed=args.seed)
+    print(f"table 1: {path}")
     return 0
 
 
@@ -422,8 +498,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_models)
 
-    sp = sub.add_parser("methods", help="list memory methods and which are available")
+    sp = sub.add_parser("methods", help="list memory methods: bounded or not, what they read, their paper",
+                        description="One line per method: name, bounded/unbounded (planned = not implemented "
+                                    "yet), what its reader is shown, the paper it reproduces, and a summary.")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_methods)
+
+    sp = sub.add_parser("table1", help="rewrite the C3M Table-1 layout (table1.md) from an eval folder, no rerun",
+                        description="Reads OUT/results (written by `c3m eval --out OUT`) and writes the paper's "
+                                    "Table 1: per-category × length tables, resources, the reference method "
+                                    "against the strongest other method per cell, and where it loses.")
+    sp.add_argument("folder", help="the --out folder of a `c3m eval` run")
+    sp.add_argument("--reference", default="c3m", help="method compared against the strongest other (default c3m)")
+    sp.add_argument("--out", help="Markdown file to write (default FOLDER/table1.md)")
+    sp.add_argument("--judged-label", help="who produced judged accuracy, e.g. 'answerer api, judge api'")
+    sp.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    sp.set_defaults(func=cmd_table1)
 
     sp = sub.add_parser("eval", help="replay datasets session by session through methods; write a report",
                         description="Chronological replay: each history's sessions go through the write path "
@@ -432,7 +522,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "metrics.json and plots to --out; rerunning continues a killed run.")
     common(sp, namespace=False)
     sp.add_argument("--dataset", action="append", required=True, help="dataset folder (repeat for several lengths)")
-    sp.add_argument("--methods", nargs="+", help="several methods to compare (default: --method)")
+    sp.add_argument("--methods", nargs="+",
+                    help="several methods to compare (default: --method); 'all' = every available method (the "
+                         "order of `c3m methods`); variants as name:key=value,... (e.g. c3m:expansion=false)")
     sp.add_argument("--out", default="c3m-eval", help="results folder (default ./c3m-eval); resumable")
     sp.add_argument("--budget", help="reader budget override, e.g. raw_nodes=6,text_tokens=2000")
     sp.add_argument("--workers", type=int, default=1, help="parallel worker processes over histories")

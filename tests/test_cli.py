@@ -74,6 +74,12 @@ def test_eval_reports_per_category(dataset, tmp_path, capsys):
     assert table["AR"]["support_recall"]["mean"] is None and table["AR"]["oracle_reader_acc"]["n"] == 1
     assert 0.0 <= table["overall"]["support_recall"]["mean"] <= 1.0
     assert (tmp_path / "ev" / "report.md").is_file() and (tmp_path / "ev" / "metrics.json").is_file()
+    assert "| Method | IE " in (tmp_path / "ev" / "table1.md").read_text()
+    # the table regenerated from the folder, without rerunning
+    code, out, _ = run(capsys, "table1", tmp_path / "ev", "--reference", DEFAULT_METHOD, "--out", tmp_path / "t.md")
+    assert code == 0 and "t.md" in out and "## Resources per length" in (tmp_path / "t.md").read_text()
+    code, _, err = run(capsys, "table1", tmp_path / "empty")
+    assert code == 2 and "no results" in err
 
 
 def test_errors_name_the_fix(tmp_path, capsys):
@@ -97,8 +103,36 @@ def test_help_explains_every_command(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    for cmd in ("demo", "validate", "ingest", "ask", "inspect", "verify", "forget", "methods", "eval"):
+    for cmd in ("demo", "validate", "ingest", "ask", "inspect", "verify", "forget", "methods", "eval", "table1"):
         assert cmd in out
+
+
+def test_methods_lists_every_method_with_budget_reads_and_paper(capsys):
+    from c3m.methods import METHOD_NAMES, available_methods, method_class
+
+    code, out, _ = run(capsys, "methods")
+    assert code == 0 and all(len(line) <= 100 for line in out.splitlines())
+    lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.startswith("  ")}
+    for name in {*METHOD_NAMES, *available_methods()}:
+        assert name in lines
+        word = ("planned" if name not in available_methods() else
+                "bounded" if method_class(name).bounded else "unbounded")
+        assert lines[name].split()[1] == word
+    code, out, _ = run(capsys, "methods", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert rows["c3m"]["status"] == "bounded" and rows["c3m"]["reads"]
+
+
+def test_methods_all_expands_in_registry_order():
+    from c3m.cli import expand_methods
+    from c3m.methods import METHOD_NAMES, available_methods
+
+    have = available_methods()
+    every = [n for n in METHOD_NAMES if n in have] + [n for n in have if n not in METHOD_NAMES]
+    assert expand_methods(["all"]) == every
+    assert expand_methods(["bm25", "all", "c3m:expansion=false"]) == (
+        ["bm25"] + [n for n in every if n != "bm25"] + ["c3m:expansion=false"])
+    assert expand_methods(None) is None and expand_methods(["c3m"]) == ["c3m"]
 
 
 def test_convert_then_eval_a_public_format(tmp_path, capsys):
