@@ -254,10 +254,6 @@ def _field(cls, attr: str) -> str:
     return value.strip() if isinstance(value, str) and value.strip() else "-"
 
 
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(0, width - 1)] + "\u2026"
-
-
 def method_rows() -> list[dict]:
     """One row per method: the project's names (``METHOD_NAMES``, ``planned`` when not registered yet), then any
     other registered name."""
@@ -279,22 +275,17 @@ def cmd_methods(args) -> int:
     if getattr(args, "json", False):
         print(json.dumps(rows, indent=2))
         return 0
-    width = 100
-    w_name = max(len("method"), *(len(r["name"]) for r in rows))
-    w_status = len("unbounded")
-    w_reads = min(22, max(len("reads"), *(len(r["reads"]) for r in rows)))
-    w_paper = min(24, max(len("paper"), *(len(r["paper"]) for r in rows)))
-    w_summary = max(16, width - (2 + w_name + 1 + w_status + 1 + w_reads + 1 + w_paper + 1))
+    import textwrap
 
-    def line(name, status, reads, paper, summary):
-        return (f"  {_fit(name, w_name):<{w_name}} {status:<{w_status}} {_fit(reads, w_reads):<{w_reads}} "
-                f"{_fit(paper, w_paper):<{w_paper}} {_fit(summary, w_summary)}").rstrip()
-
-    print(line("method", "budget", "reads", "paper", "summary"))
-    for r in rows:
-        print(line(r["name"], r["status"], r["reads"], r["paper"], r["summary"]))
+    w_name = max(len(r["name"]) for r in rows)
+    for r in rows:  # two lines per method: what it is, then what it does (wrapped to 100 columns)
+        head = f"  {r['name']:<{w_name}}  {r['status']:<9}  reads {r['reads'] or '-'}"
+        print(head + (f"  ({r['paper']})" if r["paper"] not in ("", "-") else ""))
+        if r["summary"] not in ("", "-"):
+            print(textwrap.fill(r["summary"], 100, initial_indent=" " * (w_name + 4),
+                                subsequent_indent=" " * (w_name + 4)))
     print("bounded = keeps its active index within the write budget (measured by the harness)\n"
-          "planned = not implemented yet; --json for the full lines")
+          "planned = not implemented yet; --json for machine-readable rows")
     return 0
 
 

@@ -18,7 +18,7 @@ from ..types import Context, ImagePerception, RawNode, ReaderBudget, WriteBudget
 
 #: Every method name the project uses (CLI ``--method``); ``available_methods()`` says which exist today.
 METHOD_NAMES = ("c3m", "c3m-paper", "hivemem", "dense-topk", "bm25", "hybrid", "full-context", "summary-only", "resum",
-                "moviechat", "memrefine", "cdrs")
+                "moviechat", "memrefine", "cdrs", "facts")
 _REGISTRY: dict[str, type["MemoryMethod"]] = {}
 #: in-process vector memo size at which it is cleared (the store's vector cache stays the source of truth)
 VECTOR_MEMO_ITEMS = 200_000

@@ -91,6 +91,7 @@ class Bm25Index:
 @register
 class Bm25(RankedNodesMethod):
     name = "bm25"
+    summary = "BM25 (SQLite FTS5) over every Raw Node under the reader budget"
 
     def _clear(self) -> None:
         if not hasattr(self, "bm25"):

@@ -166,6 +166,9 @@ def _memo(name: str) -> _AnchorMemo:
 class C3M(MemoryMethod):
     name = "c3m"
     bounded = True
+    summary = "RAMU-maintained bounded index (Merge/Update/Add/Keep), BMER routing, anchor expansion, evidence forms"
+    reads = "Raw Nodes, captions, images, crops"
+    paper = "C3M + HiVe-Mem reader (this project)"
 
     preset: C3MConfig = C3MConfig()
     read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "pool", "reader", "expansion",
@@ -360,4 +363,7 @@ class C3MPaper(C3M):
     """``c3m-paper``: the C3M paper's configuration (``PAPER``), so the paper can be run as written."""
 
     name = "c3m-paper"
+    summary = "C3M as written: one entry per session, vector-only RAMU candidates, the C3M-only reader"
+    reads = "Raw Nodes + images"
+    paper = "C3M (this repo's paper reading)"
     preset = PAPER

@@ -43,6 +43,7 @@ class DenseScorer:
 @register
 class DenseTopK(RankedNodesMethod):
     name = "dense-topk"
+    summary = "cosine top-k over every Raw Node under the reader budget (the plain yardstick)"
 
     def _clear(self) -> None:
         if not hasattr(self, "dense"):

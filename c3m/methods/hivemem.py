@@ -191,6 +191,9 @@ class _Ep:
 @register
 class HiveMem(MemoryMethod):
     name = "hivemem"
+    summary = "episodes + IDF anchor graph, one-hop horizontal expansion, vertical evidence composition"
+    reads = "Raw Nodes, summaries, captions, images, crops"
+    paper = "HiVe-Mem (arXiv 2611.12872)"
     bounded = False
     read_options = frozenset({"k_ret", "k_exp", "expansion", "summary_only", "no_raw_text", "no_raw_image",
                               "no_caption", "no_crop", "no_summary", "selector", "seed_on"})

@@ -47,6 +47,7 @@ class HybridConfig(RankedConfig):
 @register
 class Hybrid(RankedNodesMethod):
     name = "hybrid"
+    summary = "reciprocal-rank fusion of dense-topk and bm25 over every Raw Node"
     Config = HybridConfig
     read_options = frozenset({"pool", "rrf_k", "depth"})
 

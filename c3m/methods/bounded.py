@@ -1,0 +1,276 @@
+"""Shared scaffolding of the bounded baselines (``resum``, ``moviechat``, ``memrefine``, ``cdrs``).
+
+The C3M paper's fair protocol (§3.2): "Raw Nodes and embeddings are shared; only maintenance and routing
+differ", under one write budget (36 entries, 6 pages, 6,144 index tokens, 384 KiB) and one reader budget.
+So every bounded baseline here
+
+- keeps its index as a ``c3m.index.active.ActiveIndex`` (entries with a routing text, a vector and pointers
+  into the Cold Store; at most ``WriteBudget.pages`` pages), whose snapshot the harness measures exactly as it
+  measures c3m's (``c3m.budget.measure_index``): whatever a baseline keeps — summaries, buffers, graph edges,
+  candidate lists — lives in that snapshot and is counted;
+- starts each Raw Node as one entry (``node_entries``: the node's shared embedding, its text cut to
+  ``entry_tokens`` by ``LeadSummarizer``), folds it in with its own policy (``fold``) and, while the index is
+  over the write budget, applies its own reduction step (``shrink``) — never an implicit eviction;
+- groups entries into pages by similarity (``assign_pages``: deterministic spherical k-means, the protocol's
+  page structure; none of the originals has pages);
+- reads through one shared reader (``retrieve``): BMER's page and entry routing without anchors
+  (``c3m.read.bmer.route``, β = 0), each routed entry expanded into its Raw Nodes (``expand_pool``: pool by
+  cos(q, node) + η·s(q, e)), or, for an entry of kind ``summary``, shown as its text (a SUMMARY item: derived
+  text that takes no Raw-Node slot); the candidates are then taken best-first while they fit the reader budget,
+  the rule ``dense-topk`` uses. A baseline may re-rank the candidates first (``rerank``: CDRs's query-local
+  conflict detection).
+"""
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from ..budget import measure_index
+from ..index.active import ActiveIndex, IndexEntry, merge_pointers, normalize
+from ..models.summary import LeadSummarizer
+from ..read.bmer import BmerConfig, expand_pool, route
+from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace, node_id_for
+from .base import MemoryMethod
+from .options import parse_options
+
+#: an entry shown as its own text (a derived SUMMARY item) instead of being expanded into its Raw Nodes
+SUMMARY_KIND = "summary"
+#: safety stop for a reduction loop that makes no progress (a bug in a ``shrink``, not a budget policy)
+MAX_SHRINK_STEPS = 10_000
+
+
+@dataclass(frozen=True)
+class BoundedConfig:
+    entry_tokens: int = field(default=64, metadata={"minimum": 4})  # routing text kept per entry
+    entries_k: int = field(default=12, metadata={"minimum": 1})     # entries routed within the chosen pages
+    pool: int = field(default=48, metadata={"minimum": 1})          # expanded nodes handed to the selection
+    entry_boost: float = 0.3                                        # η: share of the entry score a node inherits
+
+
+def time_key(e: IndexEntry) -> tuple:
+    return (e.first_time, e.entry_id)
+
+
+class BoundedIndexMethod(MemoryMethod):
+    """A bounded baseline: per-node entries folded by ``fold``, reduced by ``shrink``, read by the shared reader."""
+
+    bounded = True
+    complete_provenance = True
+    Config: ClassVar[type] = BoundedConfig
+    read_options = frozenset({"entries_k", "pool", "entry_boost"})
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cfg = parse_options(self.Config, self.options, self.name)
+        self.summarizer = LeadSummarizer()
+        self.reset()
+
+    # -- what a baseline provides ----------------------------------------------------------------
+    @abstractmethod
+    def fold(self, session_id: str, entries: list[IndexEntry]) -> list[dict]:
+        """Fold the new session's per-node entries (time order) into ``self.index``; return the actions."""
+
+    @abstractmethod
+    def shrink(self) -> dict:
+        """One reduction step of the index (the baseline's own policy); return the action. Called while the
+        index is over the write budget."""
+
+    def shows_as_summary(self, e: IndexEntry) -> bool:
+        """Whether the reader shows this entry as its text (a SUMMARY item) rather than expanding it."""
+        return e.kind == SUMMARY_KIND
+
+    def rerank(self, question: str, pool: list[tuple]) -> list[tuple]:
+        """Re-order the read candidates ``[(value, kind, payload, entry)]`` before selection (default: as is)."""
+        return pool
+
+    def write_options(self) -> dict:
+        defaults = self.Config()
+        read = self.read_options
+        return {k: v for k, v in vars(self.cfg).items() if k not in read and getattr(defaults, k) != v}
+
+    # -- building blocks ---------------------------------------------------------------------------
+    def reset(self) -> None:
+        self.index = ActiveIndex(self.models.text_embedder.dim,
+                                 {"method": self.name, "embedder": self.models.text_embedder.name})
+
+    def prepare(self, nodes: Sequence[RawNode]) -> None:
+        self.node_vectors(nodes)
+
+    def cut(self, text: str, tokens: int | None = None) -> str:
+        return self.summarizer.summarize(text, tokens or self.cfg.entry_tokens)
+
+    def node_entries(self, nodes: Sequence[RawNode]) -> list[IndexEntry]:
+        """One entry per Raw Node: its shared embedding, its embedding text cut to ``entry_tokens``."""
+        texts = self.embedding_texts(nodes)
+        vecs = self.text_vectors(texts)
+        out = []
+        for node, text, z in zip(nodes, texts, vecs):
+            e = IndexEntry(self.index.new_id(), normalize(z), {node.session_id: {node.turn_index}}, node.time,
+                           node.time, self.cut(text))
+            out.append(e)
+        return out
+
+    def merged(self, parts: Sequence[IndexEntry], *, kind: str = "entry", text: str | None = None,
+               tokens: int | None = None) -> IndexEntry:
+        """One entry standing for ``parts``: Src = the union of their sources (nothing is dropped), z = their
+        support-weighted mean direction, text = ``text`` or an extractive summary of their texts in time
+        order, cut to ``tokens``; it takes the id of the earliest part."""
+        parts = sorted(parts, key=time_key)
+        z = normalize(sum(p.z * p.support for p in parts))
+        pointers: dict[str, set[int]] = {}
+        for p in parts:
+            pointers = merge_pointers(pointers, p.sources())
+        if text is None:
+            text = self.cut(" ".join(p.text for p in parts if p.text), tokens)
+        return IndexEntry(parts[0].entry_id, z, pointers, max(p.time for p in parts),
+                          min(p.first_time for p in parts), text, kind=kind, support=sum(p.support for p in parts))
+
+    def replace_entries(self, old: Sequence[IndexEntry], new: IndexEntry) -> None:
+        for e in old:
+            self.index.entries.pop(e.entry_id, None)
+        self.index.entries[new.entry_id] = new
+
+    def usage(self) -> tuple[int, int, int, int]:
+        return measure_index(self.index.state(), self.models.token_counter.count).as_tuple()
+
+    def over_budget(self) -> list[str]:
+        return ActiveIndex.over(self.usage(), self.write_budget)
+
+    def assign_pages(self) -> None:
+        """Pages = a deterministic spherical k-means of the entries (k = the page budget; seeds spread evenly
+        over time, 8 rounds), then ``ActiveIndex.refresh_pages`` (centroids, labels)."""
+        entries = sorted(self.index.entries.values(), key=time_key)
+        k = min(self.write_budget.pages, len(entries))
+        if k == 0:
+            self.index.pages = []
+            return
+        Z = np.stack([e.z for e in entries])
+        centres = Z[np.linspace(0, len(entries) - 1, k).round().astype(int)]
+        labels = np.zeros(len(entries), dtype=int)
+        for _ in range(8):
+            labels = np.argmax(Z @ centres.T, axis=1)
+            for c in range(k):
+                members = Z[labels == c]
+                if len(members):
+                    centres[c] = normalize(members.sum(0))
+        for e, p in zip(entries, labels):
+            e.page = int(p)
+        self.index.refresh_pages()
+
+    # -- write path ----------------------------------------------------------------------------
+    def observe(self, session_id: str, nodes: Sequence[RawNode]) -> list[dict]:
+        if not nodes:
+            return []
+        actions = self.fold(session_id, self.node_entries(nodes))
+        self.assign_pages()
+        steps = 0
+        while len(self.index.entries) > self.write_budget.entries:  # the cheap dimension first
+            actions.append(self.shrink())
+            steps += 1
+            if steps >= MAX_SHRINK_STEPS:
+                raise RuntimeError(f"{self.name}: shrink made no progress after {steps} steps")
+        if steps:
+            self.assign_pages()
+        while self.over_budget():
+            if steps >= MAX_SHRINK_STEPS:
+                raise RuntimeError(f"{self.name}: shrink made no progress after {steps} steps ({self.usage()})")
+            actions.append(self.shrink())
+            self.assign_pages()
+            steps += 1
+        return actions
+
+    def state(self) -> dict:
+        return self.index.state()
+
+    def load_state(self, state: dict) -> None:
+        self.index = ActiveIndex.from_state(state)
+
+    def pointers(self) -> set[str]:
+        return self.index.pointer_ids(self.namespace)
+
+    def describe(self) -> dict:
+        kinds: dict[str, int] = {}
+        for e in self.index.entries.values():
+            kinds[e.kind] = kinds.get(e.kind, 0) + 1
+        used = self.usage()
+        return {"method": self.name, "entries": used[0], "pages": used[1], "index_tokens": used[2],
+                "index_bytes": used[3], "kinds": kinds, "pointers": len(self.pointers())}
+
+    # -- read path -----------------------------------------------------------------------------
+    def _summary_node(self, e: IndexEntry) -> RawNode | None:
+        """The Raw Node a summary item cites: the latest unredacted node it points at."""
+        ids = sorted(((s, t) for s, turns in e.sources().items() for t in turns), reverse=True)
+        for start in range(0, len(ids), 64):
+            chunk = [node_id_for(self.namespace, s, t) for s, t in ids[start:start + 64]]
+            got = self.store.get_nodes(chunk)
+            live = sorted((n for n in got.values() if not n.redacted), key=lambda n: (n.time, n.turn_index))
+            if live:
+                return live[-1]
+        return None
+
+    def retrieve(self, question: str, budget: ReaderBudget) -> Context:
+        if not self.index.entries:
+            return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=("empty memory",)))
+        q = self.models.text_embedder.embed([question])[0]
+        bcfg = BmerConfig(entries_k=self.cfg.entries_k, lexical=0.0, entry_boost=self.cfg.entry_boost,
+                          pool=self.cfg.pool)
+        pages, routed = route(self.index, q, set(), budget, bcfg)
+        raw = [(e, s) for e, s in routed if not self.shows_as_summary(e)]
+        expanded, scored = expand_pool(raw, self.namespace, q, bcfg, get_nodes=self.store.get_nodes,
+                                       vectors=self.node_vectors)
+        pool: list[tuple] = [(rel, "node", node, e) for node, rel, e, _ in scored]
+        for e, s in routed:
+            if self.shows_as_summary(e) and e.text.strip():
+                node = self._summary_node(e)
+                if node is not None:
+                    pool.append((s, "summary", node, e))
+        pool.sort(key=lambda c: -c[0])
+        pool = self.rerank(question, pool)
+        count = self.models.token_counter.count
+        use, shown, chosen, dropped = BudgetUse(), set(), [], []
+        for value, kind, node, e in pool:
+            text = node.text if kind == "node" else e.text
+            tokens = count(text)
+            new_images = ({im.sha256 for im in node.images} - shown) if kind == "node" else set()
+            step = BudgetUse(0, 1 if kind == "node" else 0, len(new_images), tokens)
+            if not (use + step).fits(budget):
+                dropped.append(node.node_id)
+                continue
+            use, shown = use + step, shown | new_images
+            chosen.append((value, kind, node, e, text, tokens))
+        chosen.sort(key=lambda c: (c[2].time, c[2].session_id, c[2].turn_index, c[1]))
+        items = tuple(ContextItem(n.node_id, n.provenance, n.role,
+                                  EvidenceForm.RAW_TEXT if kind == "node" else EvidenceForm.SUMMARY, text,
+                                  n.images if kind == "node" else (), round(v, 4), t)
+                      for v, kind, n, e, text, t in chosen)
+        use = BudgetUse(len({e.page for _, _, _, e, _, _ in chosen}), use.raw_nodes, use.images, use.text_tokens)
+        trace = RouteTrace(
+            self.name,
+            pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
+            entries=tuple((e.entry_id, round(s, 4)) for e, s in routed),
+            candidates=tuple((n.node_id, round(v, 4)) for v, _, n, _ in pool),
+            expanded_nodes=tuple(expanded),
+            expanded_images=tuple(dict.fromkeys(im.sha256 for _, k, n, _ in pool if k == "node" for im in n.images)),
+            selected_nodes=tuple(n.node_id for _, _, n, _, _, _ in chosen),
+            covered_sessions=tuple(dict.fromkeys(n.session_id for _, _, n, _, _, _ in chosen)),
+            dropped_for_budget=tuple(dropped),
+            notes=(f"{len(expanded)} nodes expanded from {len(raw)} entries, {len(routed) - len(raw)} summaries, "
+                   f"on {len(pages)} pages",),
+            pool=tuple(dict.fromkeys(n.node_id for _, k, n, _ in pool if k == "node")),
+            scored=len(expanded),
+        )
+        return Context(question, items, use, budget, trace)
+
+
+def by_time(entries) -> list[IndexEntry]:
+    return sorted(entries, key=time_key)
+
+
+def cosine(a: IndexEntry, b: IndexEntry) -> float:
+    return float(a.z @ b.z)
+
+
+__all__ = ["BoundedConfig", "BoundedIndexMethod", "SUMMARY_KIND", "by_time", "cosine", "time_key"]
