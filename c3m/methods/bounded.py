@@ -23,6 +23,7 @@ So every bounded baseline here
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
 
@@ -117,7 +118,8 @@ class BoundedIndexMethod(MemoryMethod):
                tokens: int | None = None) -> IndexEntry:
         """One entry standing for ``parts``: Src = the union of their sources (nothing is dropped), z = their
         support-weighted mean direction, text = ``text`` or an extractive summary of their texts in time
-        order, cut to ``tokens``; it takes the id of the earliest part."""
+        order, cut to ``tokens``, entity counts summed, attribute values newest first; it takes the id of the
+        earliest part."""
         parts = sorted(parts, key=time_key)
         z = normalize(sum(p.z * p.support for p in parts))
         pointers: dict[str, set[int]] = {}
@@ -125,8 +127,14 @@ class BoundedIndexMethod(MemoryMethod):
             pointers = merge_pointers(pointers, p.sources())
         if text is None:
             text = self.cut(" ".join(p.text for p in parts if p.text), tokens)
+        entities, states = Counter(), []
+        for p in parts:
+            entities.update(p.entities)
+        for p in reversed(parts):  # the newest values first
+            states += [v for v in p.states if v not in states]
         return IndexEntry(parts[0].entry_id, z, pointers, max(p.time for p in parts),
-                          min(p.first_time for p in parts), text, kind=kind, support=sum(p.support for p in parts))
+                          min(p.first_time for p in parts), text, kind=kind, support=sum(p.support for p in parts),
+                          entities=entities, states=states)
 
     def replace_entries(self, old: Sequence[IndexEntry], new: IndexEntry) -> None:
         for e in old:
@@ -246,7 +254,7 @@ class BoundedIndexMethod(MemoryMethod):
                                   EvidenceForm.RAW_TEXT if kind == "node" else EvidenceForm.SUMMARY, text,
                                   n.images if kind == "node" else (), round(v, 4), t)
                       for v, kind, n, e, text, t in chosen)
-        use = BudgetUse(len({e.page for _, _, _, e, _, _ in chosen}), use.raw_nodes, use.images, use.text_tokens)
+        use = BudgetUse(len(pages), use.raw_nodes, use.images, use.text_tokens)  # every routed page was read
         trace = RouteTrace(
             self.name,
             pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
