@@ -75,8 +75,8 @@ class BoundedIndexMethod(MemoryMethod):
         """Fold the new session's per-node entries (time order) into ``self.index``; return the actions."""
 
     @abstractmethod
-    def shrink(self) -> dict:
-        """One reduction step of the index (the baseline's own policy); return the action. Called while the
+    def shrink(self) -> dict | list[dict]:
+        """One reduction step of the index (the baseline's own policy); return its action(s). Called while the
         index is over the write budget."""
 
     def shows_as_summary(self, e: IndexEntry) -> bool:
@@ -176,7 +176,7 @@ class BoundedIndexMethod(MemoryMethod):
         self.assign_pages()
         steps = 0
         while len(self.index.entries) > self.write_budget.entries:  # the cheap dimension first
-            actions.append(self.shrink())
+            self._log_step(actions, self.shrink())
             steps += 1
             if steps >= MAX_SHRINK_STEPS:
                 raise RuntimeError(f"{self.name}: shrink made no progress after {steps} steps")
@@ -185,10 +185,14 @@ class BoundedIndexMethod(MemoryMethod):
         while self.over_budget():
             if steps >= MAX_SHRINK_STEPS:
                 raise RuntimeError(f"{self.name}: shrink made no progress after {steps} steps ({self.usage()})")
-            actions.append(self.shrink())
+            self._log_step(actions, self.shrink())
             self.assign_pages()
             steps += 1
         return actions
+
+    @staticmethod
+    def _log_step(actions: list[dict], step) -> None:
+        actions.extend(step if isinstance(step, list) else [step])
 
     def state(self) -> dict:
         return self.index.state()

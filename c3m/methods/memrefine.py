@@ -184,40 +184,44 @@ class MemRefine(BoundedIndexMethod):
             self.llm = make_llm(self.cfg.judge)
         return parse_decision(self.llm(judge_messages(older, newer)))
 
-    def shrink(self) -> dict:
+    def shrink(self) -> list[dict]:
+        """Walk the pairs from the most similar down, judging each pair not yet preserved, until one is merged
+        or deleted; the pairs judged Preserve on the way are marked (one pass per reduction, so a full index of
+        distinct entries costs each pair one judgement, not one sort per judgement)."""
         entries = self.index.ordered()
         if len(entries) < 2:
             raise RuntimeError(f"{self.name}: the index is over the write budget {self.usage()} with one entry left "
                                "(the write budget is smaller than one entry)")
         marks = self.preserved()
-        S = self.index.matrix(entries) @ self.index.matrix(entries).T
-        S[np.tril_indices(len(entries))] = -np.inf
-        order = np.argsort(-S, axis=None, kind="stable")
-        n_pairs = len(entries) * (len(entries) - 1) // 2
-        pick = None
-        for flat in order[:n_pairs]:
-            i, j = divmod(int(flat), len(entries))
-            if (entries[i].entry_id, entries[j].entry_id) not in marks:
-                pick = (i, j)
-                break
-        if pick is None:  # every pair is preserved: merge the most similar one so the budget holds
-            i, j = divmod(int(order[0]), len(entries))
-            return self._merge(entries[i], entries[j], float(S[i, j]), marks, forced=True)
-        i, j = pick
-        older, newer = by_time([entries[i], entries[j]])
-        sim = float(S[i, j])
-        action = self.decide(older, newer)
-        if action == MERGE:
-            return self._merge(older, newer, sim, marks)
-        if action == DELETE:
-            self.index.entries.pop(older.entry_id)
-            self._set_preserved({p for p in marks if older.entry_id not in p})
-            return {"action": DELETE, "entries": [older.entry_id], "kept": newer.entry_id, "sim": round(sim, 4),
-                    "judge": self.judge_name()}
-        marks.add(tuple(sorted((older.entry_id, newer.entry_id))))
-        self._set_preserved(marks)
-        return {"action": PRESERVE, "entries": [older.entry_id, newer.entry_id], "sim": round(sim, 4),
-                "judge": self.judge_name()}
+        Z = self.index.matrix(entries)
+        S = Z @ Z.T
+        iu, ju = np.triu_indices(len(entries), k=1)
+        sims = S[iu, ju]
+        order = np.argsort(-sims, kind="stable")
+        preserved: list[dict] = []
+        for k in order:
+            i, j = int(iu[k]), int(ju[k])
+            pair = (entries[i].entry_id, entries[j].entry_id)
+            if pair in marks:
+                continue
+            older, newer = by_time([entries[i], entries[j]])
+            sim = float(sims[k])
+            action = self.decide(older, newer)
+            if action == MERGE:
+                return [*preserved, self._merge(older, newer, sim, marks)]
+            if action == DELETE:
+                self.index.entries.pop(older.entry_id)
+                self._set_preserved({p for p in marks if older.entry_id not in p})
+                return [*preserved, {"action": DELETE, "entries": [older.entry_id], "kept": newer.entry_id,
+                                     "sim": round(sim, 4), "judge": self.judge_name()}]
+            marks.add(tuple(sorted(pair)))
+            self._set_preserved(marks)
+            preserved.append({"action": PRESERVE, "entries": [older.entry_id, newer.entry_id], "sim": round(sim, 4),
+                              "judge": self.judge_name()})
+        # every pair is preserved: merge the most similar one so the budget holds
+        k = int(order[0])
+        i, j = int(iu[k]), int(ju[k])
+        return [*preserved, self._merge(entries[i], entries[j], float(sims[k]), marks, forced=True)]
 
     def _merge(self, a: IndexEntry, b: IndexEntry, sim: float, marks: set, *, forced: bool = False) -> dict:
         new = self.merged([a, b])
