@@ -17,8 +17,8 @@ So every bounded baseline here
   (``c3m.read.bmer.route``, β = 0), each routed entry expanded into its Raw Nodes (``expand_pool``: pool by
   cos(q, node) + η·s(q, e)), or, for an entry of kind ``summary``, shown as its text (a SUMMARY item: derived
   text that takes no Raw-Node slot); the candidates are then taken best-first while they fit the reader budget,
-  the rule ``dense-topk`` uses. A baseline may re-rank the candidates first (``rerank``: CDRs's query-local
-  conflict detection).
+  the rule ``dense-topk`` uses. A baseline may add candidates (``widen``: CDRs's one-hop graph expansion) and
+  re-rank them (``rerank``: CDRs's query-local conflict detection) before the selection.
 """
 from __future__ import annotations
 
@@ -83,9 +83,15 @@ class BoundedIndexMethod(MemoryMethod):
         """Whether the reader shows this entry as its text (a SUMMARY item) rather than expanding it."""
         return e.kind == SUMMARY_KIND
 
-    def rerank(self, question: str, pool: list[tuple]) -> list[tuple]:
-        """Re-order the read candidates ``[(value, kind, payload, entry)]`` before selection (default: as is)."""
-        return pool
+    def widen(self, q, pages, routed, pool: list[tuple]) -> tuple[list[tuple], list[str], list[str]]:
+        """More read candidates beyond the routed entries' nodes (default: none): (candidates, the node ids
+        expanded to find them, trace notes). ``pages``/``routed`` are the routing's (page, score) and (entry,
+        score) lists; candidates are ``(value, "node"|"summary", RawNode, entry)``."""
+        return [], [], []
+
+    def rerank(self, question: str, pool: list[tuple]) -> tuple[list[tuple], list[str]]:
+        """Re-order the read candidates (best first) before selection; returns them and trace notes."""
+        return pool, []
 
     def write_options(self) -> dict:
         defaults = self.Config()
@@ -239,8 +245,10 @@ class BoundedIndexMethod(MemoryMethod):
                 node = self._summary_node(e)
                 if node is not None:
                     pool.append((s, "summary", node, e))
-        pool.sort(key=lambda c: -c[0])
-        pool = self.rerank(question, pool)
+        extra, widened, notes = self.widen(q, pages, routed, pool)
+        pool = sorted(pool + extra, key=lambda c: -c[0])
+        pool, reranked = self.rerank(question, pool)
+        expanded = sorted(set(expanded) | set(widened))
         count = self.models.token_counter.count
         use, shown, chosen, dropped = BudgetUse(), set(), [], []
         for value, kind, node, e in pool:
@@ -270,7 +278,7 @@ class BoundedIndexMethod(MemoryMethod):
             covered_sessions=tuple(dict.fromkeys(n.session_id for _, _, n, _, _, _ in chosen)),
             dropped_for_budget=tuple(dropped),
             notes=(f"{len(expanded)} nodes expanded from {len(raw)} entries, {len(routed) - len(raw)} summaries, "
-                   f"on {len(pages)} pages",),
+                   f"on {len(pages)} pages", *notes, *reranked),
             pool=tuple(dict.fromkeys(n.node_id for _, k, n, _ in pool if k == "node")),
             scored=len(expanded),
         )

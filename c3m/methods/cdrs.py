@@ -32,15 +32,14 @@ Joining and merging unite sources, so every Raw Node stays reachable (``complete
 """
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from ..index.active import IndexEntry, idf
-from ..read.bmer import BmerConfig, expand_pool, route
-from ..types import Context, RawNode, ReaderBudget
+from ..read.bmer import BmerConfig, expand_pool
+from ..types import RawNode
 from .base import register
 from .bounded import BoundedConfig, BoundedIndexMethod, cosine
 from .memrefine import describe_entries, describe_texts, merge_descriptors, set_descriptors
@@ -89,10 +88,6 @@ class CDRs(BoundedIndexMethod):
     summary = "an entity graph with one-hop expansion and query-local conflict detection (newer state first)"
     reads = "Raw Nodes via graph nodes"
     paper = "CDRs (as in C3M §3.2)"
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._local = threading.local()  # what one read's rerank found, for its trace
 
     # -- graph -----------------------------------------------------------------------------------
     def _max_idf(self) -> float:
@@ -188,48 +183,36 @@ class CDRs(BoundedIndexMethod):
         return {"action": "merge", "entries": [a, b], "into": new.entry_id, "sim": round(sim, 4), **how}
 
     # -- read --------------------------------------------------------------------------------------
-    def retrieve(self, question: str, budget: ReaderBudget) -> Context:
-        self._local.expanded, self._local.notes, self._local.budget = [], [], budget
-        ctx = super().retrieve(question, budget)
-        extra, notes = self._local.expanded, self._local.notes
-        if not extra and not notes:
-            return ctx
-        t = ctx.trace
-        expanded = tuple(sorted(set(t.expanded_nodes) | set(extra)))
-        return replace(ctx, trace=replace(t, expanded_nodes=expanded, scored=len(expanded), notes=t.notes + tuple(notes)))
-
-    def rerank(self, question: str, pool: list[tuple]) -> list[tuple]:
-        """(1) one-hop graph expansion, (2) query-local conflict detection (module docstring). The shared reader
-        hands ``rerank`` only the candidates, so the routing (pages read, routed entries) is recomputed here with the
-        base's own call — deterministic, so it is the routing the base used."""
-        if not pool:
-            return pool
-        q = self.models.text_embedder.embed([question])[0]
+    def widen(self, q, pages, routed, pool):
+        """One-hop graph expansion (module docstring): the neighbours of the routed entries, on pages already
+        read, expanded into their Raw Nodes; the pool stays at ``pool`` candidates."""
+        read = {p for p, _ in pages}
+        owners = {e.entry_id for e, _ in routed}
+        near = [self.index.entries[i] for i in sorted(self.neighbours(owners))
+                if i in self.index.entries and self.index.entries[i].page in read]
+        if not near:
+            return [], [], []
         bcfg = BmerConfig(entries_k=self.cfg.entries_k, lexical=0.0, entry_boost=self.cfg.entry_boost,
                           pool=self.cfg.pool)
-        read, routed = route(self.index, q, set(), self._local.budget, bcfg)  # the base's routing, recomputed
-        pages = {p for p, _ in read}
-        owners = {e.entry_id for e, _ in routed} | {e.entry_id for _, _, _, e in pool}
-        near = [self.index.entries[i] for i in sorted(self.neighbours(owners))
-                if i in self.index.entries and self.index.entries[i].page in pages]
-        if near:
-            ids, scored = expand_pool([(e, float(e.z @ q)) for e in near], self.namespace, q, bcfg,
-                                      get_nodes=self.store.get_nodes, vectors=self.node_vectors)
-            have = {node.node_id for _, kind, node, _ in pool if kind == "node"}
-            added = [(rel, "node", node, e) for node, rel, e, _ in scored if node.node_id not in have]
-            pool = sorted(pool + added, key=lambda c: -c[0])[: max(self.cfg.pool, len(pool))]
-            self._local.expanded = ids
-            self._local.notes.append(f"graph expansion: {len(near)} neighbour entries, "
-                                     f"{len({c[2].node_id for c in added} & {c[2].node_id for c in pool})} nodes added to the pool")
+        ids, scored = expand_pool([(e, float(e.z @ q)) for e in near], self.namespace, q, bcfg,
+                                  get_nodes=self.store.get_nodes, vectors=self.node_vectors)
+        have = {node.node_id for _, kind, node, _ in pool if kind == "node"}
+        added = [(rel, "node", node, e) for node, rel, e, _ in scored if node.node_id not in have]
+        return added, ids, [f"graph expansion: {len(near)} neighbour entries, {len(added)} nodes offered"]
+
+    def rerank(self, question: str, pool: list[tuple]) -> tuple[list[tuple], list[str]]:
+        """Query-local conflict detection (module docstring): the older node of each conflicting pair is moved
+        below every non-conflicting candidate. The pool (routed and graph-expanded nodes) is cut to ``pool`` first."""
+        pool = pool[:self.cfg.pool]
         nodes = [node for _, kind, node, _ in pool if kind == "node"]
         found = conflicts(nodes, question)
         if not found:
-            return pool
+            return pool, []
         demoted = {older for older, _, _ in found}
-        self._local.notes.append("conflicts (older demoted): " + ", ".join(f"{o}<{n} [{k}]" for o, n, k in found[:8])
-                                 + (f" (+{len(found) - 8} more)" if len(found) > 8 else ""))
+        note = ("conflicts (older demoted): " + ", ".join(f"{o}<{n} [{k}]" for o, n, k in found[:8])
+                + (f" (+{len(found) - 8} more)" if len(found) > 8 else ""))
         keep = [c for c in pool if not (c[1] == "node" and c[2].node_id in demoted)]
-        return keep + [c for c in pool if c[1] == "node" and c[2].node_id in demoted]
+        return keep + [c for c in pool if c[1] == "node" and c[2].node_id in demoted], [note]
 
 
 __all__ = ["CDRs", "CDRsConfig", "conflicts"]
