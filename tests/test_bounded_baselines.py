@@ -157,3 +157,43 @@ def test_full_context_reads_the_latest_turns_that_fit(store_path, models):
         assert len(shown) == 1 and shown[0].node_id == max((n for n in nodes if n.images),
                                                             key=lambda n: (n.time, n.turn_index)).node_id
         assert not mem.method.bounded
+
+
+def test_memo_extractor_answers_like_its_backend_and_calls_it_once_per_input():
+    from c3m.models.memo import MemoExtractor
+
+    class Backend:
+        name, version = "stub", "1"
+
+        def __init__(self):
+            self.calls = 0
+
+        def caption(self, image):
+            self.calls += 1
+            return f"caption of {len(image)} bytes"
+
+        def visual_anchors(self, image):
+            self.calls += 1
+            return ["a", "b"]
+
+        def ground(self, image, phrase):
+            self.calls += 1
+            return (0, 0, len(phrase), 1)
+
+        def summarize(self, text, max_tokens=64):
+            self.calls += 1
+            return text[:max_tokens]
+
+        def extra(self):
+            return "forwarded"
+
+    inner = Backend()
+    memo = MemoExtractor(inner, max_items=8)
+    img = png_bytes()
+    for _ in range(3):
+        assert memo.caption(img) == inner.caption(img)
+        assert memo.visual_anchors(img) == ["a", "b"]
+        assert memo.ground(img, "mug") == (0, 0, 3, 1) and memo.ground(img, "lamp") == (0, 0, 4, 1)
+        assert memo.summarize("hello world", 5) == "hello"
+    assert inner.calls == 3 + 5  # the direct caption calls, then one per distinct memo input
+    assert (memo.name, memo.version, memo.extra()) == ("stub", "1", "forwarded") and memo.hits == 10

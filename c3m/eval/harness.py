@@ -72,10 +72,12 @@ def _models(text_embedder: str, token_counter: str, answerer: str, perception: s
     """One set of loaded models per worker process (the oracle's scene table is read here, before any guarded
     write phase; its outputs are pure functions of the image bytes)."""
     from ..models import Models
-    from ..models.memo import MemoEmbedder
+    from ..models.memo import MemoEmbedder, MemoExtractor
 
     models = Models.from_names(text_embedder, token_counter, answerer, perception, image_embedder)
     models.text_embedder = MemoEmbedder(models.text_embedder, max_items=200_000)  # shared across histories
+    if models.perception is not None:  # the same derived records for every method's store (pure functions)
+        models.perception = MemoExtractor(models.perception, max_items=200_000)
     return models
 
 

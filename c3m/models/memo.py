@@ -35,3 +35,49 @@ class MemoEmbedder:
         while len(self._memo) > self.max_items:
             self._memo.popitem(last=False)
         return out
+
+
+class MemoExtractor:
+    """An in-process LRU memo in front of any perception ``Extractor``: the harness replays one history into
+    one store per method, and each store's extraction cache starts empty, so without it every method pays
+    for the same captions, anchors and boxes (pure functions of backend, version and input). Keeps the inner
+    backend's ``name`` and ``version``: the records are the same."""
+
+    def __init__(self, inner, max_items: int = 50_000):
+        self.inner, self.max_items = inner, max_items
+        self.name, self.version = inner.name, inner.version
+        self._memo: OrderedDict[tuple, object] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def _get(self, key: tuple, compute):
+        if key in self._memo:
+            self.hits += 1
+            self._memo.move_to_end(key)
+            return self._memo[key]
+        self.misses += 1
+        value = compute()
+        self._memo[key] = value
+        while len(self._memo) > self.max_items:
+            self._memo.popitem(last=False)
+        return value
+
+    @staticmethod
+    def _sha(data: bytes) -> str:
+        import hashlib
+
+        return hashlib.sha256(data).hexdigest()
+
+    def caption(self, image: bytes) -> str:
+        return self._get(("caption", self._sha(image)), lambda: self.inner.caption(image))
+
+    def visual_anchors(self, image: bytes):
+        return list(self._get(("anchors", self._sha(image)), lambda: tuple(self.inner.visual_anchors(image))))
+
+    def ground(self, image: bytes, phrase: str):
+        return self._get(("ground", self._sha(image), phrase), lambda: self.inner.ground(image, phrase))
+
+    def summarize(self, text: str, max_tokens: int = 64) -> str:
+        return self._get(("summary", text, max_tokens), lambda: self.inner.summarize(text, max_tokens))
+
+    def __getattr__(self, attr):  # anything else (batch helpers, backend-specific calls) goes to the backend
+        return getattr(self.inner, attr)
