@@ -120,7 +120,7 @@ def test_memrefine_forced_merge_when_every_pair_is_preserved(store_path, models)
     with _mem(store_path, models, "memrefine") as mem:
         _add(mem, DISTINCT_HISTORY)
         log = [a for a in _log(mem) if a["action"] != "add"]
-        assert [a["action"] for a in log] == ["preserve"] * 10 + ["merge"]
+        assert [a["action"] for a in log] == ["preserve", "merge"] and log[0]["pairs"] == 10
         assert log[-1]["forced"] is True and log[-1]["judge"] == "forced"
         assert len(mem.method.index.entries) == 4 and len(mem.method.pointers()) == 5
         marks = mem.method.state()["preserved"]

@@ -198,7 +198,7 @@ class MemRefine(BoundedIndexMethod):
         iu, ju = np.triu_indices(len(entries), k=1)
         sims = S[iu, ju]
         order = np.argsort(-sims, kind="stable")
-        preserved: list[dict] = []
+        preserved: list[list] = []  # [older id, newer id, sim] judged Preserve on the way (one log row)
         for k in order:
             i, j = int(iu[k]), int(ju[k])
             pair = (entries[i].entry_id, entries[j].entry_id)
@@ -208,20 +208,27 @@ class MemRefine(BoundedIndexMethod):
             sim = float(sims[k])
             action = self.decide(older, newer)
             if action == MERGE:
-                return [*preserved, self._merge(older, newer, sim, marks)]
+                return [*self._preserve_row(preserved), self._merge(older, newer, sim, marks)]
             if action == DELETE:
                 self.index.entries.pop(older.entry_id)
                 self._set_preserved({p for p in marks if older.entry_id not in p})
-                return [*preserved, {"action": DELETE, "entries": [older.entry_id], "kept": newer.entry_id,
+                return [*self._preserve_row(preserved), {"action": DELETE, "entries": [older.entry_id], "kept": newer.entry_id,
                                      "sim": round(sim, 4), "judge": self.judge_name()}]
             marks.add(tuple(sorted(pair)))
             self._set_preserved(marks)
-            preserved.append({"action": PRESERVE, "entries": [older.entry_id, newer.entry_id], "sim": round(sim, 4),
-                              "judge": self.judge_name()})
+            preserved.append([older.entry_id, newer.entry_id, round(sim, 4)])
         # every pair is preserved: merge the most similar one so the budget holds
         k = int(order[0])
         i, j = int(iu[k]), int(ju[k])
-        return [*preserved, self._merge(entries[i], entries[j], float(sims[k]), marks, forced=True)]
+        return [*self._preserve_row(preserved), self._merge(entries[i], entries[j], float(sims[k]), marks, forced=True)]
+
+    def _preserve_row(self, pairs: list[list]) -> list[dict]:
+        """The Preserve judgements of one reduction as one maintenance-log row (a full index of distinct entries
+        judges hundreds of pairs per session)."""
+        if not pairs:
+            return []
+        return [{"action": PRESERVE, "pairs": len(pairs), "entries": pairs[0][:2], "sim": pairs[0][2],
+                 "sample": pairs[:8], "judge": self.judge_name()}]
 
     def _merge(self, a: IndexEntry, b: IndexEntry, sim: float, marks: set, *, forced: bool = False) -> dict:
         new = self.merged([a, b])
