@@ -92,6 +92,13 @@ def measure_context(ctx: Context, budget: ReaderBudget, get_nodes: Callable, nam
                                     "images")
         elif item.images:
             problems.append(f"item {item.node_id}: a {item.form.value} item shows images")
+        if item.covers:
+            covered = get_nodes(list(item.covers))
+            bad = [c for c in item.covers if c not in covered or covered[c].redacted
+                   or covered[c].provenance.namespace != namespace]
+            if bad:
+                problems.append(f"item {item.node_id}: covers {len(bad)} nodes that are not stored nodes of the "
+                                f"namespace (e.g. {bad[0]})")
         for im in item.images:
             images[im.sha256] = im
         tokens += count(item.text) if item.text else 0

@@ -335,6 +335,10 @@ class ContextItem:
     images: tuple[ImageRef, ...]
     score: float
     text_tokens: int
+    #: a derived item's (summary, fact) provenance beyond the node it cites: the Raw Nodes whose content it
+    #: states. The harness checks that each is a stored, unredacted node of the namespace; the evidence check
+    #: credits the item for those turns only
+    covers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -197,3 +197,39 @@ def test_memo_extractor_answers_like_its_backend_and_calls_it_once_per_input():
         assert memo.summarize("hello world", 5) == "hello"
     assert inner.calls == 3 + 5  # the direct caption calls, then one per distinct memo input
     assert (memo.name, memo.version, memo.extra()) == ("stub", "1", "forwarded") and memo.hits == 10
+
+
+def test_summary_items_declare_what_they_cover_and_the_harness_checks_it(store_path, models):
+    from dataclasses import replace as dc_replace
+
+    from c3m.eval.evidence import SupportItem, check_context
+
+    with _mem(store_path, models, "resum", WriteBudget(entries=4), recent=2, block=4) as mem:
+        _history(mem, 8)
+        ctx = mem.retrieve("What about the kayak paddle?", check=False)
+        summaries = [i for i in ctx.items if i.form is EvidenceForm.SUMMARY]
+        assert summaries
+        reachable = mem.method.index.pointer_ids("u")
+        for item in summaries:
+            assert item.covers and set(item.covers) <= reachable and item.node_id in item.covers
+        count = mem.models.token_counter.count
+        assert measure_context(ctx, ReaderBudget(), mem.store.get_nodes, "u", count).violation is None
+        forged = dc_replace(ctx, items=(dc_replace(summaries[0], covers=summaries[0].covers + ("u:nope:0",)),))
+        assert "covers 1 nodes" in measure_context(forged, ReaderBudget(), mem.store.get_nodes, "u", count).violation
+
+        class NoGold:
+            scenes: dict = {}
+
+            def scenes_of(self, images):
+                return []
+
+        item = summaries[0]
+        word = next(w for w in item.text.split() if w.isalpha() and len(w) > 4)
+        one = dc_replace(ctx, items=(item,))
+        nodes = mem.store.get_nodes(list(item.covers))
+        inside = nodes[item.covers[0]]
+        outside = next(n for n in mem.nodes() if n.node_id not in item.covers)
+        held = SupportItem(inside.session_id, inside.turn_index, None, "x", word)
+        other = SupportItem(outside.session_id, outside.turn_index, None, "x", word)
+        assert check_context(one, [held], NoGold()).all == 1.0   # a covered turn whose value it states
+        assert check_context(one, [other], NoGold()).all == 0.0  # a turn it does not cover

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ..read.compose import FORM_NAMES
+from ..types import node_id_for
 from ..synthvocab import NUMBER_WORDS as _NUMBERS
 
 NAME = "evidence-check-v1"
@@ -194,9 +195,9 @@ def check_context(ctx, items: Sequence[SupportItem], gold: HiddenGold,
     """The evidence check on a composed ``Context``. ``crop_boxes``: crop sha256 -> (source image sha256,
     box), from the candidates' perception records (a ContextItem carries the crop, not its box).
 
-    ``summary_scope="session"`` (the harness's reading) lets a summary item speak for every turn of the
-    session it cites: a per-session summary or a fact cites one node, yet the value it states may come from
-    another turn of that session. ``"turn"`` (the selector's reading) keeps the strict one-turn rule."""
+    A summary item that declares what it summarises (``ContextItem.covers``, verified by the harness) speaks for
+    exactly those turns. Otherwise ``summary_scope="session"`` (the harness's reading) lets it speak for every
+    turn of the session it cites, and ``"turn"`` (the selector's reading) keeps the strict one-turn rule."""
     if summary_scope not in ("turn", "session"):
         raise ValueError(f"summary_scope must be 'turn' or 'session', got {summary_scope!r}")
     if not items:
@@ -209,7 +210,11 @@ def check_context(ctx, items: Sequence[SupportItem], gold: HiddenGold,
         for k, it in enumerate(items):
             if ok[k]:
                 continue
-            if form == "summary" and summary_scope == "session" and ci.provenance.session_id == it.session:
+            covers = getattr(ci, "covers", ())
+            if form == "summary" and covers:  # the item says which turns it states (checked by the harness)
+                mine = node_id_for(ci.provenance.namespace, it.session, it.turn) in covers
+                ok[k] = mine and satisfies(it, form, text=ci.text, session=it.session, turn=it.turn)
+            elif form == "summary" and summary_scope == "session" and ci.provenance.session_id == it.session:
                 ok[k] = satisfies(it, form, text=ci.text, session=it.session, turn=it.turn)
             elif form in _TEXT_FORMS:
                 ok[k] = satisfies(it, form, text=ci.text, **where)

@@ -218,16 +218,13 @@ class BoundedIndexMethod(MemoryMethod):
                 "index_bytes": used[3], "kinds": kinds, "pointers": len(self.pointers())}
 
     # -- read path -----------------------------------------------------------------------------
-    def _summary_node(self, e: IndexEntry) -> RawNode | None:
-        """The Raw Node a summary item cites: the latest unredacted node it points at."""
-        ids = sorted(((s, t) for s, turns in e.sources().items() for t in turns), reverse=True)
-        for start in range(0, len(ids), 64):
-            chunk = [node_id_for(self.namespace, s, t) for s, t in ids[start:start + 64]]
-            got = self.store.get_nodes(chunk)
-            live = sorted((n for n in got.values() if not n.redacted), key=lambda n: (n.time, n.turn_index))
-            if live:
-                return live[-1]
-        return None
+    def _summary_node(self, e: IndexEntry) -> tuple[RawNode | None, tuple[str, ...]]:
+        """The Raw Node a summary item cites (the latest unredacted node it points at) and every unredacted node
+        it summarises (``ContextItem.covers``)."""
+        ids = [node_id_for(self.namespace, s, t) for s, turns in e.sources().items() for t in turns]
+        got = self.store.get_nodes(ids)
+        live = sorted((n for n in got.values() if not n.redacted), key=lambda n: (n.time, n.session_id, n.turn_index))
+        return (live[-1] if live else None), tuple(sorted(n.node_id for n in live))
 
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
         if not self.index.entries:
@@ -240,9 +237,10 @@ class BoundedIndexMethod(MemoryMethod):
         expanded, scored = expand_pool(raw, self.namespace, q, bcfg, get_nodes=self.store.get_nodes,
                                        vectors=self.node_vectors)
         pool: list[tuple] = [(rel, "node", node, e) for node, rel, e, _ in scored]
+        covers: dict[str, tuple[str, ...]] = {}
         for e, s in routed:
             if self.shows_as_summary(e) and e.text.strip():
-                node = self._summary_node(e)
+                node, covers[e.entry_id] = self._summary_node(e)
                 if node is not None:
                     pool.append((s, "summary", node, e))
         extra, widened, notes = self.widen(q, pages, routed, pool)
@@ -264,7 +262,8 @@ class BoundedIndexMethod(MemoryMethod):
         chosen.sort(key=lambda c: (c[2].time, c[2].session_id, c[2].turn_index, c[1]))
         items = tuple(ContextItem(n.node_id, n.provenance, n.role,
                                   EvidenceForm.RAW_TEXT if kind == "node" else EvidenceForm.SUMMARY, text,
-                                  n.images if kind == "node" else (), round(v, 4), t)
+                                  n.images if kind == "node" else (), round(v, 4), t,
+                                  () if kind == "node" else covers[e.entry_id])
                       for v, kind, n, e, text, t in chosen)
         use = BudgetUse(len(pages), use.raw_nodes, use.images, use.text_tokens)  # every routed page was read
         trace = RouteTrace(

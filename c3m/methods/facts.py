@@ -347,10 +347,11 @@ class Facts(MemoryMethod):
                 dropped.append(cited.node_id)
                 continue
             use = use + step
-            chosen.append((f, cited, score, tokens))
+            chosen.append((f, cited, score, tokens, tuple(i for i in ids if i in stored and not stored[i].redacted)))
         chosen.sort(key=lambda c: (c[1].time, c[1].session_id, c[1].turn_index, c[0].fact_id))
-        items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.SUMMARY, f.text, (), score, tokens)
-                      for f, n, score, tokens in chosen)
+        items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.SUMMARY, f.text, (), score, tokens,
+                                  covers) for f, n, score, tokens, covers in chosen)
+        chosen = [c[:4] for c in chosen]
         pool = tuple(dict.fromkeys(n.node_id for _, n, _, _ in chosen))
         trace = RouteTrace(
             self.name,

@@ -162,10 +162,11 @@ class SummaryOnly(MemoryMethod):
                 dropped.append(first.node_id)
                 continue
             use = use + step
-            chosen.append((s, first, float(cos[i]), tokens))
+            chosen.append((s, first, float(cos[i]), tokens, tuple(i for i in ids if i in stored and not stored[i].redacted)))
         chosen.sort(key=lambda c: (c[0].time, c[0].session_id))
-        items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.SUMMARY, s.text, (), score, tokens)
-                      for s, n, score, tokens in chosen)
+        items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.SUMMARY, s.text, (), score, tokens,
+                                  covers) for s, n, score, tokens, covers in chosen)
+        chosen = [c[:4] for c in chosen]
         pool = tuple(n.node_id for _, n, _, _ in chosen)
         trace = RouteTrace(
             self.name,
