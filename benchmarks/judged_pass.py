@@ -6,6 +6,8 @@ index, and ``OUT/questions`` the harness's question files, so this script opens 
 every question through the harness's own ``_ask`` (contexts measured by the harness, captions added for a
 text-only answerer, evidence check when the dataset's hidden gold is given) and writes the results to
 ``JUDGED/results/<method>/<length>.jsonl`` in the harness's format — ``c3m table1 JUDGED`` then lays them out.
+The write-side measurements (write latency, peak index, write violations) are copied from the replay's results.
+``--judge none`` only re-asks (the current read path on the committed index, no answerer).
 
     python benchmarks/judged_pass.py OUT JUDGED --answerer smollm --judge contains --limit 4 \
         --perception scene-encoder --dataset 32k=/tmp/hard-test/data-32k
@@ -31,7 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("out", type=Path, help="a c3m eval output folder (holds stores/ and questions/)")
     ap.add_argument("judged", type=Path, help="where the judged results go")
     ap.add_argument("--answerer", default="smollm")
-    ap.add_argument("--judge", default="contains")
+    ap.add_argument("--judge", default="contains", help="em, f1, contains, api, or none (re-ask only)")
     ap.add_argument("--perception", default="scene-encoder", help="the perception the stores were written with")
     ap.add_argument("--methods", nargs="*", help="default: every method folder under OUT/stores")
     ap.add_argument("--limit", type=int, help="histories per method and length (sorted by id)")
@@ -54,7 +56,8 @@ def main(argv=None) -> int:
     for spec, length, hdir in tqdm(jobs, desc="judged pass", unit="history"):
         name, options = method_spec(spec)
         root = roots.get(length)
-        cfg = replace(MemoryConfig(), method=name, method_options=options, answerer=args.answerer,
+        answerer = args.answerer if args.judge != "none" else "extractive"  # re-asking loads no LLM
+        cfg = replace(MemoryConfig(), method=name, method_options=options, answerer=answerer,
                       perception=resolve_perception(args.perception, root or "."))
         models = _models(cfg.text_embedder, cfg.token_counter, cfg.answerer, cfg.perception, cfg.image_embedder)
         qfile = args.out / "questions" / length / f"{hdir.name}.json"
@@ -63,9 +66,12 @@ def main(argv=None) -> int:
         with Memory(hdir, namespace, config=cfg, models=models) as mem:
             check = _evidence_checker(_hidden_gold(root) if root else None, history, mem)
             questions = load_questions(qfile)
-            result = HistoryResult(history, spec, length, bounded=bool(type(mem.method).bounded))
-            result.questions = _ask(mem, namespace, questions, cfg.reader_budget, _judge(args.judge),
-                                    models.perception, check)
+            replayed = next((r for r in _read_results(args.out / "results" / _safe(spec) / f"{_safe(length)}.jsonl")
+                             if r.history == history), None)
+            result = replace(replayed, questions=[]) if replayed is not None else HistoryResult(
+                history, spec, length, bounded=bool(type(mem.method).bounded))
+            judge = _judge(args.judge) if args.judge != "none" else None
+            result.questions = _ask(mem, namespace, questions, cfg.reader_budget, judge, models.perception, check)
         _append(args.judged / "results" / _safe(spec) / f"{_safe(length)}.jsonl", result)
     print(f"judged results: {args.judged}/results  (c3m table1 {args.judged} --judged-label "
           f"'answerer {args.answerer}, judge {args.judge}')")
