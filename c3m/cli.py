@@ -278,12 +278,13 @@ def cmd_methods(args) -> int:
     import textwrap
 
     w_name = max(len(r["name"]) for r in rows)
+    print(f"  {'method':<{w_name}}  {'budget':<9}  what it reads; then what it does [its paper]")
     for r in rows:  # two lines per method: what it is, then what it does (wrapped to 100 columns)
-        head = f"  {r['name']:<{w_name}}  {r['status']:<9}  reads {r['reads'] or '-'}"
-        print(head + (f"  ({r['paper']})" if r["paper"] not in ("", "-") else ""))
-        if r["summary"] not in ("", "-"):
-            print(textwrap.fill(r["summary"], 100, initial_indent=" " * (w_name + 4),
-                                subsequent_indent=" " * (w_name + 4)))
+        print(f"  {r['name']:<{w_name}}  {r['status']:<9}  reads {r['reads'] or '-'}"[:100])
+        about = " ".join(x for x in (r["summary"] if r["summary"] != "-" else "",
+                                     f"[{r['paper']}]" if r["paper"] not in ("", "-") else "") if x)
+        if about:
+            print(textwrap.fill(about, 100, initial_indent=" " * (w_name + 4), subsequent_indent=" " * (w_name + 4)))
     print("bounded = keeps its active index within the write budget (measured by the harness)\n"
           "planned = not implemented yet; --json for machine-readable rows")
     return 0

@@ -91,7 +91,7 @@ def test_errors_name_the_fix(tmp_path, capsys):
     assert code == 2 and "time" in err and "role" in err and "2 problem(s)" in out
     code, _, err = run(capsys, "ingest", bad, "--store", tmp_path / "s")
     assert code == 2 and "nothing was ingested" in err and not (tmp_path / "s").exists()
-    code, _, err = run(capsys, "ask", "q?", "--store", tmp_path / "s2", "--method", "resum")
+    code, _, err = run(capsys, "ask", "q?", "--store", tmp_path / "s2", "--method", "no-such-method")
     assert code == 2 and "fix:" in err
     code, _, err = run(capsys, "verify", "--store", tmp_path / "missing")
     assert code == 2 and "no c3m store" in err

@@ -30,7 +30,7 @@ import numpy as np
 from ..dataset.format import history_from_dict
 from ..index import normalize
 from ..write.features import FEATURE_NAMES, relation_features
-from ..write.units import Unit
+from ..write.units import Unit, describer
 
 LABELS = ("same", "update", "distinct")
 
@@ -81,7 +81,6 @@ class RelationPairs:
 def build_pairs(dataset: str | Path, *, histories: int = 0, embedder=None, image_embedder=None, anchors: str = "auto",
                 drop_image: bool = True, progress: bool = False) -> RelationPairs:
     """phi for every gold pair of the first ``histories`` histories (0: all) of a ``c3m synth`` dataset."""
-    from ..methods.c3m import _memo
     from ..models import make_text_embedder
 
     ds = Path(dataset)
@@ -94,7 +93,7 @@ def build_pairs(dataset: str | Path, *, histories: int = 0, embedder=None, image
         if d["history"] in hist:
             pairs[d["history"]].append(d)
     stated = _stated_attributes(ds / "_hidden/world.jsonl", set(hist))
-    emb, memo = embedder or make_text_embedder("auto"), _memo(anchors)
+    emb, memo = embedder or make_text_embedder("auto"), describer(anchors)
     rows: list[tuple] = []
     items = hist.items()
     if progress:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, fields, replace
-from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -34,7 +33,7 @@ from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace
 from ..write.capacity import enforce
 from ..index.active import MAX_VISUAL, ActiveIndex, normalize
 from ..write.ramu import apply, decide, propose
-from ..write.units import Unit, describe_text, segment
+from ..write.units import Unit, describer, segment
 from .base import MemoryMethod, register
 from .options import parse_options
 
@@ -137,31 +136,6 @@ def visual_keys(anchors) -> set[str]:
     return out
 
 
-class _AnchorMemo:
-    """Per-process memo of text → (entities, states, change): small talk repeats, spaCy is the slow part."""
-
-    def __init__(self, name: str, max_items: int = 100_000):
-        from ..models.anchors import make_anchor_extractor
-
-        self.extractor = make_anchor_extractor(name)
-        self.max_items = max_items
-        self.memo: dict[str, tuple] = {}
-
-    def describe(self, texts: Sequence[str]) -> list[tuple[set, set, bool, bool, bool]]:
-        todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
-        if todo:
-            if len(self.memo) + len(todo) > self.max_items:
-                self.memo.clear()
-            for t, anchors in zip(todo, self.extractor.extract(todo)):
-                self.memo[t] = describe_text(t, anchors)
-        return [self.memo[t] for t in texts]
-
-
-@lru_cache(maxsize=2)
-def _memo(name: str) -> _AnchorMemo:
-    return _AnchorMemo(name)
-
-
 @register
 class C3M(MemoryMethod):
     name = "c3m"
@@ -188,7 +162,7 @@ class C3M(MemoryMethod):
         except InvalidInput as exc:  # a missing weights file: name the method option, keep the fix
             raise InvalidInput("method_options.relation_head", exc.message, fix=exc.fix) from exc
         self.summarizer = LeadSummarizer()
-        self.anchors = _memo(self.cfg.anchors)
+        self.anchors = describer(self.cfg.anchors)
         self.reset()
 
     def write_options(self) -> dict[str, Any]:

@@ -54,7 +54,6 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -66,7 +65,7 @@ from ..models.summary import density, sentences
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, Relation, RouteTrace, \
     node_id_for
 from ..write.features import judge, relation_features
-from ..write.units import Unit, describe_text
+from ..write.units import Unit, describer
 from .base import MemoryMethod, register
 from .options import parse_options
 
@@ -132,31 +131,6 @@ class _Extracted:
     images: int
 
 
-class _Describer:
-    """Per-process memo text -> ``describe_text`` over one anchor extractor."""
-
-    def __init__(self, name: str, max_items: int = 100_000):
-        from ..models.anchors import make_anchor_extractor
-
-        self.extractor = make_anchor_extractor(name)
-        self.max_items = max_items
-        self.memo: dict[str, tuple] = {}
-
-    def describe(self, texts: Sequence[str]) -> list[tuple[set, set, bool, bool, bool]]:
-        todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
-        if todo:
-            if len(self.memo) + len(todo) > self.max_items:
-                self.memo.clear()
-            for t, anchors in zip(todo, self.extractor.extract(todo)):
-                self.memo[t] = describe_text(t, anchors)
-        return [self.memo[t] for t in texts]
-
-
-@lru_cache(maxsize=3)
-def _describer(name: str) -> _Describer:
-    return _Describer(name)
-
-
 @register
 class Facts(MemoryMethod):
     name = "facts"
@@ -175,7 +149,7 @@ class Facts(MemoryMethod):
             self.head = make_relation_head(self.cfg.relation_head)
         except InvalidInput as exc:
             raise InvalidInput("method_options.relation_head", exc.message, fix=exc.fix) from exc
-        self.describer = _describer(self.cfg.anchors)
+        self.describer = describer(self.cfg.anchors)
         self.reset()
 
     def write_options(self) -> dict[str, Any]:

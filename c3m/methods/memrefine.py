@@ -40,7 +40,7 @@ from ..models.relation_head import make_relation_head
 from ..types import Relation
 from ..write.features import judge as head_judge
 from ..write.features import relation_features
-from ..write.units import Unit
+from ..write.units import Unit, describer
 from .base import register
 from .bounded import BoundedConfig, BoundedIndexMethod, by_time, time_key
 
@@ -108,10 +108,8 @@ def describe_entries(entries: Sequence[IndexEntry]) -> list[tuple]:
 
 
 def describe_texts(texts: Sequence[str]) -> list[tuple]:
-    """``describe_text`` with the heuristic anchor extractor, through c3m's per-process memo."""
-    from .c3m import _memo
-
-    return _memo(ANCHORS).describe(list(texts))
+    """``describe_text`` with the heuristic anchor extractor, through the per-process memo."""
+    return describer(ANCHORS).describe(list(texts))
 
 
 def set_descriptors(e: IndexEntry, entities, states) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime
 from typing import Sequence
 
@@ -139,3 +140,31 @@ def cues(lower: str) -> tuple[bool, bool, bool]:
     again = bool(words & SAME_CUES) or reshown or any(p in lower for p in SAME_PHRASES)
     other = bool(words & OTHER_CUES) and not (reshown and not (words & OTHER_CUES) - {"another"})
     return change, again, other
+
+
+class DescriptionMemo:
+    """Per-process memo of text -> ``describe_text`` over one anchor extractor: small talk repeats across
+    sessions and histories, and the extractor (spaCy) is the slow part. Shared by every method that needs the
+    descriptors (c3m's RAMU, the baselines' relation features, the relation-pair builder)."""
+
+    def __init__(self, name: str, max_items: int = 100_000):
+        from ..models.anchors import make_anchor_extractor
+
+        self.extractor = make_anchor_extractor(name)
+        self.max_items = max_items
+        self.memo: dict[str, tuple] = {}
+
+    def describe(self, texts: Sequence[str]) -> list[tuple[set, set, bool, bool, bool]]:
+        todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
+        if todo:
+            if len(self.memo) + len(todo) > self.max_items:
+                self.memo.clear()
+            for t, anchors in zip(todo, self.extractor.extract(todo)):
+                self.memo[t] = describe_text(t, anchors)
+        return [self.memo[t] for t in texts]
+
+
+@lru_cache(maxsize=3)
+def describer(name: str) -> DescriptionMemo:
+    """The process's one ``DescriptionMemo`` for an anchor extractor name."""
+    return DescriptionMemo(name)
