@@ -146,3 +146,18 @@ def test_read_only_variants_share_the_write_replay_and_match_a_standalone_run(da
     # a variant with a write option is not a rider: it replays on its own
     run_eval([dataset], ["c3m", "c3m:delta=0.5"], tmp_path / "write", config=CFG, progress=False)
     assert {p.name for p in (tmp_path / "write" / "stores").iterdir()} == {"c3m", "c3m_delta_0.5"}
+
+
+def test_a_single_shared_history_is_never_a_significant_win():
+    from c3m.eval.metrics import QuestionResult, paired_difference
+    from c3m.eval.replay import HistoryResult
+
+    def result(method, history, value):
+        qs = [QuestionResult("ns", f"q{i}", "IE", 1.0, value, value, 0, 0, 0, 1.0) for i in range(4)]
+        return HistoryResult(history, method, "32k", questions=qs)
+
+    one = paired_difference([result("a", "h1", 1.0)], [result("b", "h1", 0.0)], "support_recall")
+    assert one["mean"] == 1.0 and one["histories"] == 1 and one["win"] is None
+    two = paired_difference([result("a", "h1", 1.0), result("a", "h2", 1.0)],
+                            [result("b", "h1", 0.0), result("b", "h2", 0.5)], "support_recall")
+    assert two["win"] == "A"

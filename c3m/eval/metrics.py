@@ -184,7 +184,8 @@ def paired_difference(results_a, results_b, metric: str, category: str = "overal
                       seed: int = 0) -> dict | None:
     """Mean of (A − B) over the questions both methods answered on the same histories, with a 95% paired
     cluster-bootstrap interval (each resample draws histories once and uses both methods' scores on them).
-    ``win`` is "A" or "B" only when the interval excludes 0, else None. None when nothing is shared."""
+    ``win`` is "A" or "B" only when the interval excludes 0 over at least two histories, else None. None when
+    nothing is shared."""
     b_by = {r.history: {q.question_id: q for q in r.questions} for r in results_b}
     clusters = []  # per shared history: the per-question differences A − B
     for ra in results_a:
@@ -198,5 +199,6 @@ def paired_difference(results_a, results_b, metric: str, category: str = "overal
     if not clusters:
         return None
     mean, lo, hi = bootstrap_ci(clusters, n_boot=n_boot, seed=seed)  # the same cluster resampling, on differences
-    win = "A" if lo > 0 else ("B" if hi < 0 else None)
+    # one history has no between-history spread to resample: its "interval" is a point, never a win
+    win = None if len(clusters) < 2 else "A" if lo > 0 else ("B" if hi < 0 else None)
     return {"mean": mean, "lo": lo, "hi": hi, "n": sum(map(len, clusters)), "histories": len(clusters), "win": win}
