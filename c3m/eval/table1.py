@@ -321,18 +321,21 @@ def overall_plot(results: dict, aggs: dict, path: Path) -> Path | None:
     lengths = length_order(length for by_len in results.values() for length in by_len)
     if not lengths:
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for m in method_order(results):
+    fig, ax = plt.subplots(figsize=(8, 4))
+    colours = plt.get_cmap("tab20").colors  # one colour per method (the default cycle repeats after 10)
+    for k, m in enumerate(method_order(results)):
         pts = [(i, _mean(aggs.get(m, {}).get(length), "overall", "oracle_reader_acc")) for i, length in
                enumerate(lengths)]
         pts = [(i, 100 * v) for i, v in pts if v is not None]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=method_label(m, results[m]))
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=colours[k % len(colours)],
+                    linestyle="-" if results[m] and all(r.bounded for rs in results[m].values() for r in rs) else "--",
+                    label=method_label(m, results[m]))
     ax.set_xticks(range(len(lengths)), lengths)
     ax.set_xlabel("history length (text tokens)")
     ax.set_ylabel("Overall oracle-reader accuracy ×100")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the axes, off the lines
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
