@@ -62,11 +62,11 @@ from ..errors import InvalidInput
 from ..index.active import decode_vec, encode_vec, normalize
 from ..models.relation_head import RELATION_HEADS, is_relation_head_name, make_relation_head
 from ..models.summary import density, sentences
-from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, Relation, RouteTrace, \
-    node_id_for
+from ..types import Context, RawNode, ReaderBudget, Relation, node_id_for
 from ..write.features import judge, relation_features
 from ..write.units import Unit, describer
 from .base import MemoryMethod, register
+from .derived import DerivedText, read_derived
 from .options import parse_options
 
 STATE_VERSION = 1
@@ -296,49 +296,11 @@ class Facts(MemoryMethod):
 
     # -- read --------------------------------------------------------------------------------
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
-        if not self.facts:
-            return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=("empty memory",)))
-        q = np.asarray(self.models.text_embedder.embed([question])[0], np.float32)
-        qn = float(np.linalg.norm(q))
-        q = q / qn if qn > 0 else q
         live = list(self.facts.values())
-        cos = np.stack([f.z for f in live]) @ q
-        count = self.models.token_counter.count
-        use, chosen, dropped, candidates = BudgetUse(), [], [], []
-        for i in np.argsort(-cos, kind="stable"):
-            if len(chosen) >= self.cfg.top_k:
-                break
-            f, score = live[int(i)], float(cos[i])
-            ids = [node_id_for(self.namespace, s, t) for s, t in f.sources]
-            stored = self.store.get_nodes(ids)
-            cited = next((stored[nid] for nid in reversed(ids) if nid in stored and not stored[nid].redacted), None)
-            if cited is None:
-                continue  # every source of the fact is redacted
-            candidates.append((f.fact_id, round(score, 4)))
-            tokens = count(f.text)
-            step = BudgetUse(0, 0, 0, tokens)
-            if not (use + step).fits(budget):
-                dropped.append(cited.node_id)
-                continue
-            use = use + step
-            chosen.append((f, cited, score, tokens, tuple(i for i in ids if i in stored and not stored[i].redacted)))
-        chosen.sort(key=lambda c: (c[1].time, c[1].session_id, c[1].turn_index, c[0].fact_id))
-        items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.SUMMARY, f.text, (), score, tokens,
-                                  covers) for f, n, score, tokens, covers in chosen)
-        chosen = [c[:4] for c in chosen]
-        pool = tuple(dict.fromkeys(n.node_id for _, n, _, _ in chosen))
-        trace = RouteTrace(
-            self.name,
-            entries=tuple((f.fact_id, round(score, 4)) for f, _, score, _ in chosen),
-            candidates=tuple(candidates),
-            selected_nodes=pool,
-            covered_sessions=tuple(dict.fromkeys(n.session_id for _, n, _, _ in chosen)),
-            dropped_for_budget=tuple(dropped),
-            notes=() if chosen else ("no fact fits the budget",),
-            pool=pool,
-            scored=len(live),
-        )
-        return Context(question, items, use, budget, trace)
+        docs = [DerivedText(f.fact_id, f.text, tuple(node_id_for(self.namespace, s, t) for s, t in f.sources),
+                            cite_latest=True) for f in live]
+        Z = np.stack([f.z for f in live]) if live else np.zeros((0, self.models.text_embedder.dim), np.float32)
+        return read_derived(self, question, budget, docs, Z, top_k=self.cfg.top_k, what="fact")
 
 
 __all__ = ["DELETE_RULE", "EXTRACTOR", "Fact", "Facts", "FactsConfig", "negates"]

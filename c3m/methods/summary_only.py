@@ -29,8 +29,9 @@ import numpy as np
 
 from ..index.active import decode_turns, decode_vec, encode_turns, encode_vec, normalize
 from ..models.summary import LeadSummarizer
-from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace, node_id_for
+from ..types import Context, RawNode, ReaderBudget, node_id_for
 from .base import MemoryMethod, register
+from .derived import DerivedText, read_derived
 from .options import parse_options
 
 STATE_VERSION = 1
@@ -138,48 +139,11 @@ class SummaryOnly(MemoryMethod):
 
     # -- read --------------------------------------------------------------------------------
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
-        if not self.summaries:
-            return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=("empty memory",)))
-        q = np.asarray(self.models.text_embedder.embed([question])[0], np.float32)
-        qn = float(np.linalg.norm(q))
-        q = q / qn if qn > 0 else q
-        Z = np.stack([s.z for s in self.summaries])
-        cos = Z @ q
-        order = [int(i) for i in np.argsort(-cos, kind="stable") if self.summaries[int(i)].text]
-        count = self.models.token_counter.count
-        use, chosen, dropped, candidates = BudgetUse(), [], [], []
-        for i in order:
-            s = self.summaries[i]
-            ids = [node_id_for(self.namespace, s.session_id, t) for t in s.turns]
-            stored = self.store.get_nodes(ids)
-            first = next((stored[nid] for nid in ids if nid in stored and not stored[nid].redacted), None)
-            if first is None:
-                continue  # every node of the session is redacted: its summary is not shown
-            candidates.append((self.summary_id(s), round(float(cos[i]), 4)))
-            tokens = count(s.text)
-            step = BudgetUse(0, 0, 0, tokens)
-            if not (use + step).fits(budget):
-                dropped.append(first.node_id)
-                continue
-            use = use + step
-            chosen.append((s, first, float(cos[i]), tokens, tuple(i for i in ids if i in stored and not stored[i].redacted)))
-        chosen.sort(key=lambda c: (c[0].time, c[0].session_id))
-        items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.SUMMARY, s.text, (), score, tokens,
-                                  covers) for s, n, score, tokens, covers in chosen)
-        chosen = [c[:4] for c in chosen]
-        pool = tuple(n.node_id for _, n, _, _ in chosen)
-        trace = RouteTrace(
-            self.name,
-            entries=tuple((self.summary_id(s), round(score, 4)) for s, _, score, _ in chosen),
-            candidates=tuple(candidates),
-            selected_nodes=pool,
-            covered_sessions=tuple(dict.fromkeys(s.session_id for s, _, _, _ in chosen)),
-            dropped_for_budget=tuple(dropped),
-            notes=() if chosen else ("no summary fits the budget",),
-            pool=pool,
-            scored=len(self.summaries),
-        )
-        return Context(question, items, use, budget, trace)
+        docs = [DerivedText(self.summary_id(s), s.text, tuple(node_id_for(self.namespace, s.session_id, t)
+                                                               for t in s.turns)) for s in self.summaries]
+        Z = (np.stack([s.z for s in self.summaries]) if self.summaries
+             else np.zeros((0, self.models.text_embedder.dim), np.float32))
+        return read_derived(self, question, budget, docs, Z, what="summary")
 
 
 __all__ = ["SummaryOnly", "SummaryOnlyConfig", "session_text"]
