@@ -23,9 +23,8 @@ from tqdm import tqdm
 
 from c3m.config import MemoryConfig
 from c3m.eval.harness import _append, _hidden_gold, _judge, _models, _read_results, _safe, method_spec, resolve_perception
-from c3m.eval.replay import HistoryResult, _ask, _evidence_checker, load_questions
+from c3m.eval.replay import HistoryResult, _ask, _evidence_checker, load_questions, namespace_for
 from c3m.memory import Memory
-from c3m.store.cold import NAMESPACE_RE
 
 
 def main(argv=None) -> int:
@@ -62,7 +61,7 @@ def main(argv=None) -> int:
         models = _models(cfg.text_embedder, cfg.token_counter, cfg.answerer, cfg.perception, cfg.image_embedder)
         qfile = args.out / "questions" / length / f"{hdir.name}.json"
         history = hdir.name
-        namespace = history if NAMESPACE_RE.match(history) else "h-" + _safe(history)[:100]
+        namespace = namespace_for(history)
         with Memory(hdir, namespace, config=cfg, models=models) as mem:
             check = _evidence_checker(_hidden_gold(root) if root else None, history, mem)
             questions = load_questions(qfile)

@@ -491,8 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_models)
 
     sp = sub.add_parser("methods", help="list memory methods: bounded or not, what they read, their paper",
-                        description="One line per method: name, bounded/unbounded (planned = not implemented "
-                                    "yet), what its reader is shown, the paper it reproduces, and a summary.")
+                        description="Two lines per method: name, bounded/unbounded (planned = not implemented "
+                                    "yet) and what its reader is shown; then what it does and the paper it "
+                                    "reproduces.")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_methods)
 

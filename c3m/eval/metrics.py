@@ -139,7 +139,8 @@ def bootstrap_ci(values_by_cluster: list[list[float]], *, n_boot: int = 1000, se
     return mean, float(lo), float(hi)
 
 
-def _in(cat: str, q) -> bool:
+def in_category(cat: str, q) -> bool:
+    """Whether question result ``q`` counts toward ``cat`` ("overall" = the retrieval categories)."""
     return q.category in RETRIEVAL_CATEGORIES if cat == "overall" else q.category == cat
 
 
@@ -151,15 +152,15 @@ def aggregate(results, *, n_boot: int = 1000, seed: int = 0) -> dict:
     for cat in cats + ["overall"]:
         row = {}
         for metric in METRICS:
-            clusters = [[getattr(q, metric) for q in r.questions if _in(cat, q) and getattr(q, metric) is not None]
+            clusters = [[getattr(q, metric) for q in r.questions if in_category(cat, q) and getattr(q, metric) is not None]
                         for r in results]
             n = sum(len(c) for c in clusters)
             mean, lo, hi = bootstrap_ci(clusters, n_boot=n_boot, seed=seed) if n else (None, None, None)
             row[metric] = {"mean": mean, "lo": lo, "hi": hi, "n": n}
-        lat = [q.read_ms for r in results for q in r.questions if _in(cat, q)]
+        lat = [q.read_ms for r in results for q in r.questions if in_category(cat, q)]
         row["read_ms_p50"] = float(np.percentile(lat, 50)) if lat else None
         row["read_ms_p95"] = float(np.percentile(lat, 95)) if lat else None
-        row["violations"] = sum(q.violation is not None for r in results for q in r.questions if _in(cat, q))
+        row["violations"] = sum(q.violation is not None for r in results for q in r.questions if in_category(cat, q))
         out[cat] = row
     writes = [w * 1000 for r in results for w in r.write_seconds]
     peaks = np.array([r.index_peak for r in results if r.index_peak], dtype=float).reshape(-1, 4)
@@ -193,7 +194,7 @@ def paired_difference(results_a, results_b, metric: str, category: str = "overal
         if qb is None:
             continue
         clusters.append([getattr(q, metric) - getattr(qb[q.question_id], metric) for q in ra.questions
-                         if _in(category, q) and q.question_id in qb and getattr(q, metric) is not None
+                         if in_category(category, q) and q.question_id in qb and getattr(q, metric) is not None
                          and getattr(qb[q.question_id], metric) is not None])
     clusters = [c for c in clusters if c]
     if not clusters:

@@ -103,6 +103,11 @@ class HistoryResult:
         return cls(**data)
 
 
+def namespace_for(history_id: str) -> str:
+    """The store namespace a history is replayed into (its id when that is a valid namespace)."""
+    return history_id if NAMESPACE_RE.match(history_id) else "h-" + re.sub(r"[^A-Za-z0-9._-]", "_", history_id)[:100]
+
+
 def with_captions(ctx, extractor, load_image):
     """The context as a text-only answerer reads it with a perception backend: each item with images is
     followed by a CAPTION item holding the images' captions (``[image: ...]``), which the harness charges —
@@ -165,7 +170,7 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
 
     sessions, questions = history.sessions, history.questions  # split before the write phase starts
     result = HistoryResult(history.id, config.method, length)
-    namespace = history.id if NAMESPACE_RE.match(history.id) else "h-" + re.sub(r"[^A-Za-z0-9._-]", "_", history.id)[:100]
+    namespace = namespace_for(history.id)
     with Memory(store, namespace, config=config, models=models) as mem:
         count = mem.models.token_counter.count
         result.bounded = bool(type(mem.method).bounded)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..types import CATEGORIES
-from .metrics import RETRIEVAL_CATEGORIES, aggregate, paired_difference
+from .metrics import RETRIEVAL_CATEGORIES, aggregate, in_category, paired_difference
 
 #: (metric, title) in the order the tables are written; evidence_acc and judged_acc only when present
 TABLE1_METRICS = (("oracle_reader_acc", "Oracle-reader accuracy (all gold evidence in the context; AR without "
@@ -165,12 +165,8 @@ def resources_tables(results: dict, aggs: dict) -> list[str]:
     return lines
 
 
-def _in(cat: str, q) -> bool:
-    return q.category in RETRIEVAL_CATEGORIES if cat == "overall" else q.category == cat
-
-
 def _shared_mean(results, histories: set[str], metric: str, cat: str):
-    vals = [getattr(q, metric, None) for r in results if r.history in histories for q in r.questions if _in(cat, q)]
+    vals = [getattr(q, metric, None) for r in results if r.history in histories for q in r.questions if in_category(cat, q)]
     vals = [v for v in vals if v is not None]
     return sum(vals) / len(vals) if vals else None
 
@@ -242,7 +238,7 @@ def losses(results: dict, reference: str, metric: str, paired: dict) -> list[dic
             for q in r.questions:
                 w = theirs.get((r.history, q.question_id))
                 a, b = getattr(q, metric, None), getattr(w, metric, None) if w is not None else None
-                if not _in(cat, q) or a is None or b is None or not a < b:
+                if not in_category(cat, q) or a is None or b is None or not a < b:
                     continue
                 if q.route_hit == 0:
                     routing += 1

@@ -29,16 +29,18 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
-from ..budget import measure_index
-from ..index.active import ActiveIndex, IndexEntry, merge_pointers, normalize
+from ..index.active import MAX_ENTITIES, MAX_STATES, ActiveIndex, IndexEntry, merge_pointers, normalize
 from ..models.summary import LeadSummarizer
 from ..read.bmer import BmerConfig, expand_pool, route
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace, node_id_for
+from ..write.units import describer
 from .base import MemoryMethod
 from .options import parse_options
 
 #: an entry shown as its own text (a derived SUMMARY item) instead of being expanded into its Raw Nodes
 SUMMARY_KIND = "summary"
+#: anchor extractor of the baselines' entity descriptors (fast, deterministic)
+DESCRIPTION_ANCHORS = "heuristic"
 #: safety stop for a reduction loop that makes no progress (a bug in a ``shrink``, not a budget policy)
 MAX_SHRINK_STEPS = 10_000
 
@@ -49,6 +51,11 @@ class BoundedConfig:
     entries_k: int = field(default=12, metadata={"minimum": 1})     # entries routed within the chosen pages
     pool: int = field(default=48, metadata={"minimum": 1})          # expanded nodes handed to the selection
     entry_boost: float = 0.3                                        # η: share of the entry score a node inherits
+
+
+def describe_texts(texts: Sequence[str]) -> list[tuple]:
+    """``describe_text`` of each text with the baselines' anchor extractor, through the per-process memo."""
+    return describer(DESCRIPTION_ANCHORS).describe(list(texts))
 
 
 def time_key(e: IndexEntry) -> tuple:
@@ -124,8 +131,8 @@ class BoundedIndexMethod(MemoryMethod):
                tokens: int | None = None) -> IndexEntry:
         """One entry standing for ``parts``: Src = the union of their sources (nothing is dropped), z = their
         support-weighted mean direction, text = ``text`` or an extractive summary of their texts in time
-        order, cut to ``tokens``, entity counts summed, attribute values newest first; it takes the id of the
-        earliest part."""
+        order, cut to ``tokens``, entity counts summed (the ``MAX_ENTITIES`` most frequent kept), attribute
+        values newest first (at most ``MAX_STATES``); it takes the id of the earliest part."""
         parts = sorted(parts, key=time_key)
         z = normalize(sum(p.z * p.support for p in parts))
         pointers: dict[str, set[int]] = {}
@@ -138,9 +145,19 @@ class BoundedIndexMethod(MemoryMethod):
             entities.update(p.entities)
         for p in reversed(parts):  # the newest values first
             states += [v for v in p.states if v not in states]
+        top = sorted(entities.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_ENTITIES]
         return IndexEntry(parts[0].entry_id, z, pointers, max(p.time for p in parts),
                           min(p.first_time for p in parts), text, kind=kind, support=sum(p.support for p in parts),
-                          entities=entities, states=states)
+                          entities=Counter(dict(top)), states=states[:MAX_STATES])
+
+    def describe_entries(self, entries: Sequence[IndexEntry]) -> list[tuple]:
+        """Give new entries their descriptors (``describe_text`` of their text: each entity once, at most
+        ``MAX_ENTITIES`` / ``MAX_STATES``) and return the descriptor tuples (entities, states, cues)."""
+        described = describe_texts([e.text for e in entries])
+        for e, (ents, states, *_) in zip(entries, described):
+            e.entities = Counter({k: 1 for k in sorted(ents)[:MAX_ENTITIES]})
+            e.states = sorted(set(states))[:MAX_STATES]
+        return described
 
     def replace_entries(self, old: Sequence[IndexEntry], new: IndexEntry) -> None:
         for e in old:
@@ -148,7 +165,7 @@ class BoundedIndexMethod(MemoryMethod):
         self.index.entries[new.entry_id] = new
 
     def usage(self) -> tuple[int, int, int, int]:
-        return measure_index(self.index.state(), self.models.token_counter.count).as_tuple()
+        return self.index.usage(self.models.token_counter.count)
 
     def over_budget(self) -> list[str]:
         return ActiveIndex.over(self.usage(), self.write_budget)
@@ -179,15 +196,13 @@ class BoundedIndexMethod(MemoryMethod):
         if not nodes:
             return []
         actions = self.fold(session_id, self.node_entries(nodes))
-        self.assign_pages()
         steps = 0
         while len(self.index.entries) > self.write_budget.entries:  # the cheap dimension first
             self._log_step(actions, self.shrink())
             steps += 1
             if steps >= MAX_SHRINK_STEPS:
                 raise RuntimeError(f"{self.name}: shrink made no progress after {steps} steps")
-        if steps:
-            self.assign_pages()
+        self.assign_pages()  # no shrink reads pages; the byte budget counts them
         while self.over_budget():
             if steps >= MAX_SHRINK_STEPS:
                 raise RuntimeError(f"{self.name}: shrink made no progress after {steps} steps ({self.usage()})")
@@ -292,4 +307,4 @@ def cosine(a: IndexEntry, b: IndexEntry) -> float:
     return float(a.z @ b.z)
 
 
-__all__ = ["BoundedConfig", "BoundedIndexMethod", "SUMMARY_KIND", "by_time", "cosine", "time_key"]
+__all__ = ["BoundedConfig", "BoundedIndexMethod", "SUMMARY_KIND", "by_time", "cosine", "describe_texts", "time_key"]

@@ -41,8 +41,7 @@ from ..index.active import IndexEntry, idf
 from ..read.bmer import BmerConfig, expand_pool
 from ..types import RawNode
 from .base import register
-from .bounded import BoundedConfig, BoundedIndexMethod, cosine
-from .memrefine import describe_entries, describe_texts, merge_descriptors, set_descriptors
+from .bounded import BoundedConfig, BoundedIndexMethod, cosine, describe_texts
 
 
 @dataclass(frozen=True)
@@ -139,15 +138,13 @@ class CDRs(BoundedIndexMethod):
 
     def _merge(self, parts: Sequence[IndexEntry]) -> IndexEntry:
         new = self.merged(parts)
-        merge_descriptors(parts, new)
         self.replace_entries(parts, new)
         return new
 
     # -- write -------------------------------------------------------------------------------------
     def fold(self, session_id: str, entries: list[IndexEntry]) -> list[dict]:
         actions = []
-        for e, (ents, states, *_) in zip(entries, describe_entries(entries)):
-            set_descriptors(e, ents, states)
+        for e, (ents, states, *_) in zip(entries, self.describe_entries(entries)):
             target = self._join_target(e)
             if target is not None:
                 node, sim, key = target

@@ -28,21 +28,20 @@ entry, so the relation features have what they need. Delete drops pointers: ``co
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
 from ..errors import InvalidInput
-from ..index.active import MAX_ENTITIES, MAX_STATES, IndexEntry
+from ..index.active import IndexEntry
 from ..models.relation_head import make_relation_head
 from ..types import Relation
 from ..write.features import judge as head_judge
 from ..write.features import relation_features
-from ..write.units import Unit, describer
+from ..write.units import Unit
 from .base import register
-from .bounded import BoundedConfig, BoundedIndexMethod, by_time, time_key
+from .bounded import BoundedConfig, BoundedIndexMethod, by_time, describe_texts
 
 JUDGES = ("relation-head", "smollm2", "api")
 DELETE, MERGE, PRESERVE = "delete", "merge", "preserve"
@@ -55,7 +54,6 @@ JUDGE_SYSTEM = ("You maintain an assistant's long-term memory. You are shown two
                 "MERGE if both say the same thing,\n"
                 "PRESERVE if they are about different things or you are unsure.")
 _DECISION = re.compile(r"\b(delete|merge|preserve|keep)\b", re.IGNORECASE)
-ANCHORS = "heuristic"
 
 
 @dataclass(frozen=True)
@@ -102,34 +100,6 @@ def make_llm(judge: str) -> Callable[[list[dict]], str]:
     raise ValueError(f"judge {judge!r} is not an LLM judge")
 
 
-def describe_entries(entries: Sequence[IndexEntry]) -> list[tuple]:
-    """``describe_text`` of each entry's text (heuristic anchors, memoised), for entities / states / cues."""
-    return describe_texts([e.text for e in entries])
-
-
-def describe_texts(texts: Sequence[str]) -> list[tuple]:
-    """``describe_text`` with the heuristic anchor extractor, through the per-process memo."""
-    return describer(ANCHORS).describe(list(texts))
-
-
-def set_descriptors(e: IndexEntry, entities, states) -> None:
-    """An entry's descriptors from ``describe_text``: each entity once, at most ``MAX_ENTITIES`` / ``MAX_STATES``."""
-    e.entities = Counter({k: 1 for k in sorted(entities)[:MAX_ENTITIES]})
-    e.states = sorted(set(states))[:MAX_STATES]
-
-
-def merge_descriptors(parts: Sequence[IndexEntry], into: IndexEntry) -> None:
-    """Entities summed, states: the newest part's values first, then the others', at most ``MAX_STATES``."""
-    ents = Counter()
-    for p in parts:
-        ents.update(p.entities)
-    states: list[str] = []
-    for p in sorted(parts, key=time_key, reverse=True):
-        states += [s for s in p.states if s not in states]
-    into.entities = Counter(dict(sorted(ents.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_ENTITIES]))
-    into.states = states[:MAX_STATES]
-
-
 @register
 class MemRefine(BoundedIndexMethod):
     name = "memrefine"
@@ -154,8 +124,7 @@ class MemRefine(BoundedIndexMethod):
 
     # -- write ---------------------------------------------------------------------------------
     def fold(self, session_id: str, entries: list[IndexEntry]) -> list[dict]:
-        for e, (ents, states, *_) in zip(entries, describe_entries(entries)):
-            set_descriptors(e, ents, states)
+        for e, (ents, states, *_) in zip(entries, self.describe_entries(entries)):
             self.index.entries[e.entry_id] = e
             self.index.observe_df(set(ents) | set(states))
         return [{"action": "add", "entries": [e.entry_id for e in entries], "session": session_id}] if entries else []
@@ -168,7 +137,7 @@ class MemRefine(BoundedIndexMethod):
         self.index.meta["preserved"] = [list(p) for p in sorted(marks)]
 
     def _unit(self, e: IndexEntry) -> Unit:
-        _, _, change, again, another = describe_entries([e])[0]
+        _, _, change, again, another = describe_texts([e.text])[0]
         turns = sorted(t for ts in e.sources().values() for t in ts)
         return Unit(next(iter(sorted(e.sources())), ""), turns, [], e.time, e.text, e.z, set(e.entities),
                     set(e.states), change, 0, again, another)
@@ -230,7 +199,6 @@ class MemRefine(BoundedIndexMethod):
 
     def _merge(self, a: IndexEntry, b: IndexEntry, sim: float, marks: set, *, forced: bool = False) -> dict:
         new = self.merged([a, b])
-        merge_descriptors([a, b], new)
         self.replace_entries([a, b], new)
         gone = {a.entry_id, b.entry_id}
         self._set_preserved({p for p in marks if not gone & set(p)})  # the merged entry is judged afresh

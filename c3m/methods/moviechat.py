@@ -71,18 +71,14 @@ class MovieChat(BoundedIndexMethod):
         return {"a": a.entry_id, "b": b.entry_id, "sim": round(cosine(a, b), 4), "into": new.entry_id}
 
     def _consolidate(self) -> dict:
-        merges = []
+        merges = 0
         while len(self.short()) > self.cfg.consolidated:
-            merges.append(self._merge_pair(self.short()))
-            self.index.meta["short_term"] = [e.entry_id for e in self.short_after(merges[-1])]
+            b = self._merge_pair(self.short())["b"]  # the merged entry took the earlier part's id
+            self.index.meta["short_term"] = [i for i in self.index.meta["short_term"] if i != b]
+            merges += 1
         moved = [e.entry_id for e in self.short()]
         self.index.meta["short_term"] = []
-        return {"action": "consolidate", "merges": len(merges), "to_long_term": moved}
-
-    def short_after(self, merge: dict) -> list[IndexEntry]:
-        """The short-term buffer after a merge inside it: the merged entry took the earlier part's id."""
-        ids = [i for i in self.index.meta.get("short_term", []) if i != merge["b"]]
-        return by_time(self.index.entries[i] for i in ids if i in self.index.entries)
+        return {"action": "consolidate", "merges": merges, "to_long_term": moved}
 
     def fold(self, session_id: str, entries: list[IndexEntry]) -> list[dict]:
         actions = []

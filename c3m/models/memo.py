@@ -7,6 +7,7 @@ are the same.
 """
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from typing import Sequence
 
@@ -63,8 +64,6 @@ class MemoExtractor:
 
     @staticmethod
     def _sha(data: bytes) -> str:
-        import hashlib
-
         return hashlib.sha256(data).hexdigest()
 
     def caption(self, image: bytes) -> str:
