@@ -17,7 +17,7 @@ from .config import MemoryConfig
 from .methods import MemoryMethod, method_class
 from .models import Models
 from .store import ColdStore, ForgetReport, Snapshot, VerifyReport, check_namespace, verify_store
-from .types import Answer, Context, History, RawNode, ReaderBudget, Session
+from .types import Answer, Context, History, ImageRef, RawNode, ReaderBudget, Session
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +119,13 @@ class Memory:
     def add_session(self, session: Session) -> AddResult:
         """Store a session's Raw Nodes and images and fold it into the index — atomically."""
         prepared = self.store.prepare_session(self.namespace, session, max_image_bytes=self.config.max_image_bytes)
+        images = sum(len(n.images) for n in prepared.nodes)
+        stored = self.store.session_record(self.namespace, prepared.session_id)
+        if stored is not None and stored.content_sha256 == prepared.content_sha256:  # re-ingest: no model work
+            return AddResult(stored.session_id, stored.seq, False, len(prepared.nodes), images)
         percepts = self._perceive(prepared.nodes)  # slow work (perception, embedding) outside the write lock
         self.method.begin_session(prepared.nodes, _by_node(percepts))
         self.method.prepare(prepared.nodes)
-        images = sum(len(n.images) for n in prepared.nodes)
         try:
             with self.store.transaction():
                 rec, created = self.store.insert_session(prepared)
@@ -154,7 +157,7 @@ class Memory:
         return [self.add_session(s) for s in _progress(history.sessions, progress, f"ingest {history.id}")]
 
     def forget(self, *, node_ids: Iterable[str] = (), session_id: str | None = None, reason: str) -> ForgetReport:
-        """Redact Raw Nodes for privacy (logged); the index is rebuilt from the redacted store."""
+        """Redact Raw Nodes for privacy (logged); the index is rebuilt from the redacted store on its next use."""
         node_ids = list(node_ids)
         targets = list(self.store.get_nodes(node_ids).values()) + (
             self.store.nodes_for_session(self.namespace, session_id) if session_id is not None else [])
@@ -162,8 +165,7 @@ class Memory:
         texts = self.method.embedding_texts(mine) if mine else []  # what was embedded for them (text + captions)
         report = self.store.forget(self.namespace, node_ids=node_ids, session_id=session_id, reason=reason,
                                    derived_texts=texts)
-        self._version = None
-        self.sync()
+        self._version = None  # rebuilt from the redacted store on next use (sync), not here: redaction needs no model
         return report
 
     # -- read path -----------------------------------------------------------------------------
@@ -194,9 +196,32 @@ class Memory:
                                image_token_model=self.config.image_token_model)
 
     def ask(self, question: str, budget: ReaderBudget | None = None) -> Answer:
-        """Retrieve, then answer from the context only."""
-        return self.models.answerer.answer(question, self.retrieve(question, budget),
-                                           image_loader=self.store.image_bytes)
+        """Retrieve, then answer from the context only: the measured context plus its update chains
+        (current/superseded marks) and, for a text-only answerer, the images' captions
+        (``c3m.read.answer_view``)."""
+        from .read.answer_view import answer_view
+
+        answerer = self.models.answerer
+        context = answer_view(self.retrieve(question, budget), self.method, answerer)
+        return answerer.answer(question, context, image_loader=self.store.image_bytes)
+
+    def image_bytes(self, image: ImageRef | str) -> bytes:
+        """The original bytes of an image a context item carries (``item.images``, or its SHA-256), checked
+        against the hash; ``StoreError`` names the blob when it is missing (forgotten) or damaged."""
+        import hashlib
+
+        from .errors import StoreError
+
+        sha = image.sha256 if isinstance(image, ImageRef) else str(image)
+        try:
+            data = self.store.image_bytes(sha)
+        except FileNotFoundError:
+            raise StoreError(f"image {sha[:12]}… is not in the store (forgotten, or never stored here)",
+                             fix="take the ImageRef from a context of this store; `c3m verify` checks every blob") from None
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise StoreError(f"image blob {sha[:12]}… is damaged (its bytes no longer match its hash)",
+                             fix="run `c3m verify` to list damaged blobs; restore the file from a backup")
+        return data
 
     # -- inspection ----------------------------------------------------------------------------
     def sessions(self):

@@ -5,7 +5,7 @@ with ``Question``s for evaluation. Storage side (immutable once written): ``RawN
 ``ImageRef``s. Index side (bounded, rewritten by maintenance): ``Entry``, ``Page``, ``Episode``.
 Read side: ``ReaderBudget``, ``BudgetUse``, ``ContextItem``, ``Context``, ``RouteTrace``.
 
-Defaults are the papers' (C3M §3.2, HiVe-Mem); see DESIGN.md §4.
+Defaults are the papers' (C3M §3.2, HiVe-Mem); see docs/architecture.md.
 """
 from __future__ import annotations
 
@@ -339,6 +339,35 @@ class ContextItem:
     #: states. The harness checks that each is a stored, unredacted node of the namespace; the evidence check
     #: credits the item for those turns only
     covers: tuple[str, ...] = ()
+    #: where the item stands in an update chain of the context (``c3m.read.timeline``): ``current`` (the
+    #: latest state), ``superseded`` (a later turn changed it; ``superseded_at`` says when) or "" (no change
+    #: known). Metadata for the answerer; it charges nothing and selects nothing.
+    status: str = ""
+    superseded_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One state in an update chain: the context's turns that state it, when, and the values it introduced."""
+
+    time: datetime
+    node_ids: tuple[str, ...]
+    turns: tuple[str, ...]          # "session#turn" of each node, for prompts and the CLI
+    states: tuple[str, ...] = ()    # state values new at this step ("blue" after "red")
+
+
+@dataclass(frozen=True)
+class UpdateChain:
+    """How one subject changed over time, oldest step first; the last step is the current state.
+
+    ``source`` is ``index`` when the write path recorded the update (c3m's RAMU Update versions) and ``read``
+    when the read path inferred it from the context's own turns (any method). Steps name only turns that are
+    in the context, so a chain shows order and supersession, never content the budget did not pay for."""
+
+    subject: str
+    steps: tuple[ChainStep, ...]
+    source: str = "read"
+    entry_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -375,16 +404,17 @@ class Context:
     use: BudgetUse
     budget: ReaderBudget
     trace: RouteTrace
+    #: update chains over the context's items (``c3m.read.timeline``), filled on the answer path
+    chains: tuple[UpdateChain, ...] = ()
 
     def text(self) -> str:
-        """The context as the answerer reads it: one block per item with a citation header."""
+        """The context as the answerer reads it: one block per item with a citation header (and its status in
+        an update chain), then the chains."""
         blocks = []
         for item in self.items:
-            p = item.provenance
-            head = f"[{p.session_id}#{p.turn_index} {p.time.isoformat(sep=' ', timespec='minutes')} {item.role}]"
             imgs = "".join(f" <image {im.sha256[:12]}>" for im in item.images)
-            blocks.append(f"{head} {item.text}{imgs}")
-        return "\n".join(blocks)
+            blocks.append(f"{item_header(item)} {item.text}{imgs}")
+        return "\n".join(blocks + chain_lines(self.chains))
 
 
 @dataclass(frozen=True)
@@ -395,6 +425,29 @@ class Answer:
     context: Context
     answerer: str
     cited: tuple[str, ...] = ()
+
+
+def item_header(item: ContextItem) -> str:
+    """``[session#turn date time role]``, the form named when it is not raw text, and the item's status in an
+    update chain: the one header every answerer prompt uses."""
+    p = item.provenance
+    form = getattr(item.form, "value", item.form)
+    form = "" if form == EvidenceForm.RAW_TEXT.value else f" ({form})"
+    status = {"current": " (current)", "superseded": " (superseded"
+              + (f" on {item.superseded_at:%Y-%m-%d})" if item.superseded_at else ")")}.get(item.status, "")
+    return f"[{p.session_id}#{p.turn_index} {p.time.isoformat(sep=' ', timespec='minutes')} {item.role}]{form}{status}"
+
+
+def chain_lines(chains: Sequence[UpdateChain]) -> list[str]:
+    """The update chains as prompt lines: ``bike: red (s1#0, 2026-03-01) -> blue (s3#0, 2026-04-02, current)``."""
+    if not chains:
+        return []
+    lines = ["Updates (oldest first):"]
+    for c in chains:
+        steps = [f"{', '.join(s.states) or 'changed'} ({', '.join(s.turns) or 'not in context'}, {s.time:%Y-%m-%d}"
+                 + (", current)" if k == len(c.steps) - 1 else ")") for k, s in enumerate(c.steps)]
+        lines.append(f"- {c.subject}: " + " -> ".join(steps))
+    return lines
 
 
 def as_json_dict(obj: Any) -> Any:

@@ -80,7 +80,7 @@ def test_prompt_lists_items_with_provenance_headers(tiny):
     assert system["role"] == "system" and "I don't know" in system["content"]
     assert f"{item_header(MUG)} {MUG.text}" in user["content"] and f"{item_header(DOG)} {DOG.text}" in user["content"]
     assert user["content"].endswith("Question: Where is the red mug?")
-    assert answerer.prompt_version == PROMPT_VERSION == "c3m-smollm-answer-v1"
+    assert answerer.prompt_version == PROMPT_VERSION == "c3m-smollm-answer-v2"
     assert "(none)" in answerer.messages("q", context())[1]["content"]
     ref = ImageRef("ab" * 32, "image/png", 4, 4, 10)
     pic = ContextItem("n-s4-0", MUG.provenance, "user", EvidenceForm.RAW_TEXT, "Look at this.", (ref,), 1.0, 3)

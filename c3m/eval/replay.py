@@ -30,6 +30,7 @@ from ..budget import measure_index
 from ..config import MemoryConfig
 from ..errors import C3MError
 from ..models import Models
+from ..read.answer_view import answer_view
 from ..store.cold import NAMESPACE_RE
 from ..types import EvidenceForm, EvidenceRef, History, Question, ReaderBudget, Session
 from .metrics import QuestionResult, score_context
@@ -106,20 +107,6 @@ class HistoryResult:
 def namespace_for(history_id: str) -> str:
     """The store namespace a history is replayed into (its id when that is a valid namespace)."""
     return history_id if NAMESPACE_RE.match(history_id) else "h-" + re.sub(r"[^A-Za-z0-9._-]", "_", history_id)[:100]
-
-
-def with_captions(ctx, extractor, load_image):
-    """The context as a text-only answerer reads it with a perception backend: each item with images is
-    followed by a CAPTION item holding the images' captions (``[image: ...]``), which the harness charges —
-    unless the method already put a caption of that node in the context."""
-    items = []
-    captioned = {i.node_id for i in ctx.items if i.form is EvidenceForm.CAPTION}
-    for item in ctx.items:
-        items.append(item)
-        if item.images and item.node_id not in captioned and item.form is not EvidenceForm.GROUNDED_CROP:
-            text = " ".join(f"[image: {extractor.caption(load_image(im))}]" for im in item.images)
-            items.append(replace(item, form=EvidenceForm.CAPTION, text=text, images=(), text_tokens=0))
-    return replace(ctx, items=tuple(items))
 
 
 def materialise_images(session: Session) -> Session:
@@ -243,8 +230,7 @@ def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, perception
         ctx = mem.retrieve(q.question, budget, check=False)
         elapsed = time.perf_counter() - t0
         reads = mem.store.nodes_read - reads
-        read = (with_captions(ctx, perception, mem.store.image_bytes) if perception is not None and judge is not None
-                else ctx)
+        read = answer_view(ctx, mem.method, mem.models.answerer) if judge is not None else ctx
         scored = score_context(namespace, q, ctx, elapsed, mem.measure(read, budget), reads)
         if check is not None:
             scored = replace(scored, evidence_acc=0.0 if scored.violation else check(q, ctx))

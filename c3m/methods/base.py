@@ -1,7 +1,7 @@
 """The one interface every memory method implements, and the registry of method names.
 
 The write path is ``observe(session_id, nodes)``: it sees the new session's Raw Nodes and nothing
-else (no question, answer or future session — query-blindness, DESIGN.md invariant 4). The read path
+else (no question, answer or future session — query-blindness, docs/architecture.md). The read path
 is ``retrieve(question, budget)``. The index state is plain JSON (``state``/``load_state``) so the
 Cold Store can snapshot it after every session, and ``pointers`` lists the Raw Nodes it reaches.
 """
@@ -14,7 +14,7 @@ import numpy as np
 
 from ..models import Models
 from ..store import ColdStore, text_sha256
-from ..types import Context, ImagePerception, RawNode, ReaderBudget, WriteBudget, node_id_for
+from ..types import Context, ImagePerception, RawNode, ReaderBudget, UpdateChain, WriteBudget, node_id_for
 
 #: Every method name the project uses (CLI ``--method``); ``available_methods()`` says which exist today.
 METHOD_NAMES = ("c3m", "c3m-paper", "hivemem", "dense-topk", "bm25", "hybrid", "full-context", "summary-only", "resum",
@@ -167,6 +167,24 @@ class MemoryMethod(ABC):
     @abstractmethod
     def pointers(self) -> set[str]:
         """Raw-Node ids reachable from the index."""
+
+    # -- answer path ---------------------------------------------------------------------------
+    #: anchor extractor for read-time update chains (``c3m.read.timeline``); c3m uses its own option
+    timeline_anchors: ClassVar[str] = "auto"
+
+    def update_chains(self, context: Context) -> list[UpdateChain]:
+        """Update chains the write path recorded, over the context's items (none unless the index keeps
+        versions: c3m's RAMU Update)."""
+        return []
+
+    def annotate(self, context: Context) -> Context:
+        """The context with update chains and current/superseded marks (``c3m.read.timeline``): the write
+        path's chains first, read-time chains over the rest. Selects and charges nothing."""
+        from ..read.timeline import annotate
+        from ..write.units import describer
+
+        return annotate(context, index_chains=self.update_chains(context),
+                        describe=describer(getattr(getattr(self, "cfg", None), "anchors", self.timeline_anchors)).describe)
 
     def describe(self) -> dict[str, Any]:
         """A summary for ``c3m inspect``."""

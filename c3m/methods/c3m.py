@@ -308,6 +308,20 @@ class C3M(MemoryMethod):
                                   f"{len(pages)} pages",))
         return cands, trace
 
+    def update_chains(self, context: Context) -> list:
+        """RAMU's Update versions of each entry (not spills, which mix subjects) over the context's items."""
+        from ..read.timeline import index_chain
+
+        chains = []
+        for e in self.index.ordered():
+            if e.kind != "entry" or not e.versions:
+                continue
+            steps = [(v.time, v.pointers, v.states) for v in e.versions] + [(e.time, e.pointers, e.states)]
+            chain = index_chain((e.top_entities(1) or [e.text[:40]])[0], e.entry_id, steps, context.items)
+            if chain is not None:
+                chains.append(chain)
+        return chains
+
     # -- inspection --------------------------------------------------------------------------
     def describe(self) -> dict:
         count = self.models.token_counter.count

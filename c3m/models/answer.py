@@ -2,16 +2,22 @@
 
 It scores every sentence of the context by overlap with the question's content words (stopwords
 removed, each question word counted once) and returns the best one with its citation; with no overlap
-it refuses. It reads text only, so details that live only in images are out of its reach — the model
-backends (SmolLM2, OpenAI-compatible VLMs) answer from images too.
+it refuses. It reads text only: an image reaches it as the perception backend's caption (``Memory.ask``), and
+only the model backends (OpenAI-compatible VLMs, local VLM folders) see the pixels.
+
+Time (``extractive-v2``): when the context marks items ``current`` or ``superseded`` (``c3m.read.timeline``),
+a question about *now* (or with no time cue) prefers the current state and one about *before* the superseded
+one, by one point of overlap; the answer then leads with the state and its date ("blue (since 2026-04-02): ...").
+A question about where something is or how it looked (``PICTURE_CUES``) prefers a caption on equal overlap.
 """
 from __future__ import annotations
 
 import re
 
-from ..types import Answer, Context
+from ..types import Answer, Context, ContextItem, EvidenceForm
 
 _WORD = re.compile(r"[a-z0-9]+")
+_CAPTION_MARK = re.compile(r"\[image: |\]")
 _SENT = re.compile(r"(?<=[.!?])\s+")
 STOPWORDS = frozenset(
     "a an the is are was were be been being do does did what which who whom whose when where why how of in on at "
@@ -19,6 +25,10 @@ STOPWORDS = frozenset(
     "and or but not no so than then there here have has had can could would should will shall may might must "
     "any some all up down out over under again more most very just also now".split())
 REFUSAL = "I don't know: nothing in my memory supports an answer."
+#: words that ask where something is or what it looked like: such a question prefers, on equal overlap, what
+#: an image shows (a caption item) over the words said about it (generic English, not a benchmark's templates)
+PICTURE_CUES = frozenset("left right above below under beneath behind beside next front top bottom side "
+                         "colour color look looked shape photo picture image shown visible wearing".split())
 
 
 def _stem(word: str) -> str:
@@ -32,16 +42,56 @@ def content_words(text: str) -> set[str]:
 
 class ExtractiveAnswerer:
     name = "extractive"
+    #: reads text only: images come to it as captions
+    sees_images = False
 
     def answer(self, question: str, context: Context, *, image_loader=None) -> Answer:
+        from ..read.timeline import temporal_intent
+
         wanted = content_words(question)
-        best, best_score, best_node = None, 0.0, None
-        for rank, item in enumerate(context.items):
-            for sentence in _SENT.split(item.text):
+        intent = temporal_intent(question)
+        pictured = bool(set(_WORD.findall(question.lower())) & PICTURE_CUES)
+        best, best_score, best_item = None, 0.0, None
+        for item in context.items:
+            caption = item.form in (EvidenceForm.CAPTION, "caption")
+            text = _CAPTION_MARK.sub("", item.text) if caption else item.text
+            for sentence in _SENT.split(text):
                 overlap = len(wanted & content_words(sentence))
-                score = overlap + 0.01 * item.score  # retrieval score breaks ties
+                score = (overlap + _time_bonus(item, intent) + 0.01 * item.score  # retrieval score breaks ties
+                         + (0.5 if pictured and caption else 0.0))
                 if overlap and score > best_score:
-                    best, best_score, best_node = sentence.strip(), score, item.node_id
+                    p = item.provenance
+                    best = f"the photo of {p.session_id}#{p.turn_index} shows: {sentence.strip()}" if caption \
+                        else sentence.strip()
+                    best_score, best_item = score, item
         if best is None:
             return Answer(REFUSAL, context, self.name)
-        return Answer(best, context, self.name, cited=(best_node,))
+        return Answer(_lead(best, best_item, context, intent), context, self.name, cited=(best_item.node_id,))
+
+
+def _time_bonus(item: ContextItem, intent: str) -> float:
+    """+1 for the state the question asks about (current for now/when/no cue, superseded for past), -1 for
+    the other one; 0 for items in no update chain."""
+    if not item.status:
+        return 0.0
+    want = "superseded" if intent == "past" else "current"
+    return 1.0 if item.status == want else -1.0
+
+
+def _lead(sentence: str, item: ContextItem, context: Context, intent: str) -> str:
+    """The quoted sentence, led by the state it stands for in its update chain, and when."""
+    from ..read.timeline import step_of
+
+    found = step_of(context, item.node_id) if item.status else None
+    if found is None:
+        return sentence
+    chain, k = found
+    step = chain.steps[k]
+    states = ", ".join(step.states)
+    if intent == "when":
+        return f"{step.time:%Y-%m-%d}: {sentence}"
+    if not states:
+        return sentence
+    if item.status == "superseded" and item.superseded_at is not None:
+        return f"{states} (until {item.superseded_at:%Y-%m-%d}): {sentence}"
+    return f"{states} (since {step.time:%Y-%m-%d}): {sentence}"

