@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .config import MemoryConfig
 from .errors import C3MError
-from .types import ReaderBudget, as_json_dict
+from .types import ReaderBudget, as_json_dict, chain_lines
 
 DEFAULT_STORE = "./c3m-store"
 
@@ -44,9 +44,40 @@ def _budget(spec: str | None, default: ReaderBudget) -> ReaderBudget:
 
 
 def _open(args, namespace: str | None = None):
+    """A Memory on an existing store and namespace: asking or inspecting a typo must not create an empty store
+    and answer "I don't know"."""
     from .memory import Memory
+    from .methods import method_class
 
-    return Memory(args.store, namespace or args.namespace, config=_config(args))
+    cfg = _config(args)
+    method_class(cfg.method)  # a bad --method is named before the store is looked at
+    namespace = _require_namespace(args.store, namespace or args.namespace)
+    return Memory(args.store, namespace, config=cfg)
+
+
+def _require_namespace(store_path: str, namespace: str | None) -> str:
+    """The namespace to open: the one given, else the store's only one; an unknown one is an error that lists
+    what exists."""
+    from .errors import InvalidInput, StoreError
+    from .store import ColdStore
+
+    if not (Path(store_path) / "store.sqlite").is_file():
+        raise StoreError(f"no c3m store at {store_path}",
+                         fix="ingest first (`c3m ingest DATASET --store DIR`), or pass --store / set $C3M_STORE "
+                             "to an existing store")
+    with ColdStore(store_path, create=False) as store:
+        have = store.namespaces()
+    if namespace is None and len(have) == 1:
+        return have[0]
+    if namespace is None:
+        raise InvalidInput("--namespace", f"{store_path} holds {len(have)} namespaces; say which one",
+                           fix=f"pass -n NS, one of: {', '.join(have[:20])}{' …' if len(have) > 20 else ''}"
+                           if have else "the store is empty: ingest first")
+    if namespace not in have:
+        raise InvalidInput("--namespace", f"no namespace {namespace!r} in {store_path}",
+                           fix=(f"use one of: {', '.join(have[:20])}{' …' if len(have) > 20 else ''} "
+                                "(`c3m namespaces` lists them)") if have else "the store is empty: ingest first")
+    return namespace
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -88,64 +119,98 @@ def cmd_ingest(args) -> int:
     histories = list(iter_histories(args.dataset))
     bar = tqdm(total=sum(len(h.sessions) for h in histories), desc="ingest", unit="session",
                disable=args.quiet)
+    per_namespace: dict[str, dict] = {}
     for history in histories:
         namespace = args.namespace if args.namespace else f"{args.namespace_prefix}{history.id}"
+        row = per_namespace.setdefault(namespace, {"namespace": namespace, "histories": [], "sessions_new": 0,
+                                                   "sessions_unchanged": 0})
+        row["histories"].append(history.id)
         with Memory(args.store, namespace, config=cfg, models=models) as mem:
             models = mem.models  # load weights once for all histories
             for session in history.sessions:  # questions stay in the dataset: the write path never sees them
                 res = mem.add_session(session)
                 totals["sessions_new" if res.created else "sessions_unchanged"] += 1
+                row["sessions_new" if res.created else "sessions_unchanged"] += 1
                 totals["raw_nodes"] += res.raw_nodes if res.created else 0
                 totals["images"] += res.images if res.created else 0
                 bar.update(1)
         totals["histories"] += 1
     bar.close()
-    print(json.dumps(totals) if args.json else
-          f"ingested {totals['histories']} histories: {totals['sessions_new']} new sessions "
-          f"({totals['sessions_unchanged']} already stored), {totals['raw_nodes']} Raw Nodes, "
-          f"{totals['images']} images -> {args.store}")
+    if args.json:
+        print(json.dumps({**totals, "store": str(args.store), "namespaces": list(per_namespace.values())}))
+        return 0
+    for r in list(per_namespace.values())[:50]:
+        print(f"  namespace {r['namespace']}: {r['sessions_new']} new, {r['sessions_unchanged']} already stored "
+              f"(history {', '.join(r['histories'][:3])}{' …' if len(r['histories']) > 3 else ''})")
+    if len(per_namespace) > 50:
+        print(f"  … and {len(per_namespace) - 50} more namespace(s): `c3m namespaces --store {args.store}`")
+    print(f"ingested {totals['histories']} histories into {len(per_namespace)} namespace(s): "
+          f"{totals['sessions_new']} new sessions ({totals['sessions_unchanged']} already stored), "
+          f"{totals['raw_nodes']} Raw Nodes, {totals['images']} images -> {args.store}")
+    first = next(iter(per_namespace), None)
+    if first is not None:
+        print(f'ask with: c3m ask "QUESTION" -n {first} --store {args.store}')
     return 0
 
 
 def cmd_ask(args) -> int:
+    budget = _budget(args.budget, _config(args).reader_budget)  # bad input is named before anything opens
     with _open(args) as mem:
-        budget = _budget(args.budget, mem.config.reader_budget)
         answer = mem.ask(args.question, budget)
         ctx = answer.context
         if args.json:
-            print(json.dumps({"answer": answer.text, "answerer": answer.answerer, "cited": list(answer.cited),
-                              "use": as_json_dict(ctx.use), "budget": as_json_dict(ctx.budget),
-                              "items": [as_json_dict(i) for i in ctx.items], "trace": ctx.trace.to_dict()},
-                             indent=2))
+            print(json.dumps({"namespace": mem.namespace, "answer": answer.text, "answerer": answer.answerer,
+                              "cited": list(answer.cited), "use": as_json_dict(ctx.use),
+                              "budget": as_json_dict(ctx.budget), "items": [as_json_dict(i) for i in ctx.items],
+                              "chains": as_json_dict(ctx.chains), "trace": ctx.trace.to_dict()}, indent=2))
             return 0
         print(f"Q: {args.question}\nA: {answer.text}\n")
-        print(f"context ({mem.method_name}, answerer {answer.answerer}):")
+        print(f"context ({mem.method_name} in namespace {mem.namespace}, answerer {answer.answerer}; * = cited):")
         for item in ctx.items:
             p = item.provenance
             imgs = "".join(f" [image {im.sha256[:12]} {im.width}x{im.height}]" for im in item.images)
             mark = " *" if item.node_id in answer.cited else ""
+            form = getattr(item.form, "value", item.form)
+            status = {"current": " (current)", "superseded": " (superseded"
+                      + (f" {item.superseded_at:%Y-%m-%d})" if item.superseded_at else ")")}.get(item.status, "")
             print(f"  {p.session_id}#{p.turn_index} {p.time:%Y-%m-%d %H:%M} {item.role:9s} {item.score:6.3f}{mark} "
-                  f"{item.text[:100]}{imgs}")
+                  f"{'' if form == 'raw_text' else f'[{form}] '}{item.text[:100]}{imgs}{status}")
+        for line in chain_lines(ctx.chains):
+            print(f"  {line}")
         u, b = ctx.use, ctx.budget
         print(f"\nbudget use: pages {u.pages}/{b.pages}, raw nodes {u.raw_nodes}/{b.raw_nodes}, images "
               f"{u.images}/{b.images}, text tokens {u.text_tokens}/{b.text_tokens} ({mem.models.token_counter.name})")
     return 0
 
 
-def cmd_inspect(args) -> int:
+def _namespace_rows(store_path: str) -> list[dict]:
+    from .errors import StoreError
     from .store import ColdStore
 
+    if not (Path(store_path) / "store.sqlite").is_file():
+        raise StoreError(f"no c3m store at {store_path}",
+                         fix="ingest first (`c3m ingest DATASET --store DIR`), or pass --store / set $C3M_STORE")
+    with ColdStore(store_path, create=False) as store:
+        return [{"namespace": ns, **store.namespace_stats(ns), "methods": store.snapshot_methods(ns)}
+                for ns in store.namespaces()]
+
+
+def cmd_namespaces(args) -> int:
+    rows = _namespace_rows(args.store)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"store {args.store}: {len(rows)} namespace(s)")
+    for r in rows:
+        print(f"  {r['namespace']}: {r['sessions']} sessions, {r['raw_nodes']} Raw Nodes, {r['images']} "
+              f"images, snapshots for {', '.join(r['methods']) or '-'}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
     if args.namespace is None:
-        with ColdStore(args.store, create=False) as store:
-            rows = [{"namespace": ns, **store.namespace_stats(ns), "methods": store.snapshot_methods(ns)}
-                    for ns in store.namespaces()]
-        if args.json:
-            print(json.dumps(rows, indent=2))
-        else:
-            print(f"store {args.store}: {len(rows)} namespace(s)")
-            for r in rows:
-                print(f"  {r['namespace']}: {r['sessions']} sessions, {r['raw_nodes']} Raw Nodes, {r['images']} "
-                      f"images, snapshots for {', '.join(r['methods']) or '-'}")
+        cmd_namespaces(args)
+        if not args.json:
             print("pick one with --namespace NS")
         return 0
     with _open(args) as mem:
@@ -155,42 +220,47 @@ def cmd_inspect(args) -> int:
 
             raise InvalidInput("--version", f"no snapshot {args.version} for {mem.method_name}",
                                fix=f"choose from {mem.store.snapshot_versions(mem.namespace, mem.method_name)}")
-        info = {"stats": mem.stats(), "snapshot": {"version": snap.version, "after_session": snap.session_id,
-                                                   "created_at": snap.created_at, "pointers": len(snap.pointers),
-                                                   "complete_provenance": snap.complete_provenance},
+        head = mem.sync()
+        store_stats = mem.store.namespace_stats(mem.namespace)
+        mem.method.load_state(snap.state)  # everything below is the index as of that version
+        described = mem.method.describe()
+        sessions = [s for s in mem.sessions() if s.seq <= snap.version]
+        info = {"namespace": mem.namespace, "method": mem.method_name, "version": snap.version, "head": head,
+                "store": store_stats, "index": described,
+                "snapshot": {"version": snap.version, "after_session": snap.session_id,
+                             "created_at": snap.created_at, "pointers": len(snap.pointers),
+                             "complete_provenance": snap.complete_provenance},
                 "sessions": [{"seq": s.seq, "id": s.session_id, "time": s.time.isoformat(), "turns": s.n_turns}
-                             for s in mem.sessions()],
+                             for s in sessions],
                 "maintenance": mem.store.maintenance_log(mem.namespace, mem.method_name, version=args.version)}
         if args.json:
             info["state"] = snap.state
             print(json.dumps(info, indent=2, default=str))
             return 0
-        st = info["stats"]
-        print(f"namespace {st['namespace']}  method {st['method']}  version {st['version']}: {st['sessions']} "
-              f"sessions, {st['raw_nodes']} Raw Nodes ({st['redacted_nodes']} redacted), {st['images']} images")
+        of = f" of {head}" if snap.version != head else " (latest)"
+        print(f"namespace {mem.namespace}  method {mem.method_name}  version {snap.version}{of}: "
+              f"{len(sessions)} sessions, {sum(s.n_turns for s in sessions)} Raw Nodes")
+        print(f"store now: {store_stats['sessions']} sessions, {store_stats['raw_nodes']} Raw Nodes "
+              f"({store_stats['redacted_nodes']} redacted), {store_stats['images']} images")
         print(f"snapshot after session {snap.session_id} (v{snap.version}): {len(snap.pointers)} Raw-Node "
               f"pointers, complete provenance: {snap.complete_provenance}")
-        shown = ("namespace", "method", "version", "sessions", "raw_nodes", "redacted_nodes", "images", "pages",
-                 "entries")
-        for k, v in st.items():
-            if k not in shown:
+        for k, v in described.items():
+            if k not in ("method", "pages", "entries"):
                 print(f"  {k}: {v}")
         print("sessions:")
         for s in info["sessions"]:
             print(f"  {s['seq']:>4}  {s['id']:<16} {s['time']}  {s['turns']} turns")
-        if "entries" in st:
-            _print_index(mem, snap)
+        if "entries" in described:
+            _print_index(mem, snap, described)
         print(f"maintenance log ({len(info['maintenance'])} action(s); last 20):")
         for m in info["maintenance"][-20:]:
             print(f"  v{m['version']} {m['session_id']}: {m['action']} {json.dumps(m['detail'])}")
     return 0
 
 
-def _print_index(mem, snap) -> None:
+def _print_index(mem, snap, d: dict) -> None:
     """Pages, entries, relation chains and the overflow log of a bounded index (method ``c3m``), as of the
-    snapshot being inspected."""
-    mem.method.load_state(snap.state)
-    d = mem.method.describe()
+    snapshot being inspected (``d`` = the method's ``describe()`` with that snapshot loaded)."""
     entries = {e["id"]: e for e in d["entries"]}
     print("active index: " + ", ".join(f"{k} {v}" for k, v in d["usage"].items()))
     for p in d["pages"]:
@@ -230,10 +300,15 @@ def cmd_verify(args) -> int:
 
 
 def cmd_forget(args) -> int:
+    if args.namespace is None:  # redaction is never aimed at a namespace by default
+        from .errors import InvalidInput
+
+        raise InvalidInput("--namespace", "forget needs the namespace to redact in", fix="pass -n NS")
     with _open(args) as mem:
         rep = mem.forget(node_ids=args.node or (), session_id=args.session, reason=args.reason)
     print(f"redacted {len(rep.node_ids)} Raw Node(s) in {rep.namespace}; deleted {rep.blobs_deleted} image blob(s); "
-          f"dropped {rep.snapshots_dropped} derived snapshot(s) (rebuilt from the redacted store)")
+          f"dropped {rep.snapshots_dropped} derived snapshot(s) (the index is rebuilt from the redacted store on "
+          f"its next use)")
     return 0
 
 
@@ -332,11 +407,13 @@ def cmd_eval(args) -> int:
     print("oracle-reader accuracy = all gold evidence in the context (evidence-only, no answerer); "
           "overall = IE/MSR/TR/KU; every figure measured by the harness")
     cols = ("oracle_reader_acc", "support_recall", "route_hit", "pool_size", "text_tokens", "images")
+    if args.judge:  # judged accuracy beside the evidence-only figures, not only in report.md
+        cols = ("judged_acc",) + cols
     print(f"{'method':<16}{'length':>7}{'category':>9}" + "".join(f"{c:>18}" for c in cols) + f"{'violations':>11}")
     for method, by_len in metrics.items():
         for length, table in by_len.items():
             for cat, row in table.items():
-                cells = ["–" if row[c]["mean"] is None else f"{row[c]['mean']:.3f}" for c in cols]
+                cells = ["–" if row.get(c, {}).get("mean") is None else f"{row[c]['mean']:.3f}" for c in cols]
                 print(f"{method:<16}{length:>7}{cat:>9}" + "".join(f"{c:>18}" for c in cells)
                       + f"{row.get('violations', 0):>11}")
     return 0
@@ -381,7 +458,10 @@ def cmd_synth(args) -> int:
 # -- parser ---------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="c3m", description="Cross-session multimodal memory for LLM/VLM agents: "
-                                "immutable Cold Store + bounded index + budgeted, provenance-linked retrieval.")
+                                "immutable Cold Store + bounded index + budgeted, provenance-linked retrieval.",
+                                epilog="Docs in the repository: README.md, docs/architecture.md (data flow, "
+                                       "layout, invariants, formats), docs/evaluation.md (protocol, metrics), "
+                                       "docs/multimodal.md, docs/baselines.md, docs/training.md.")
     from . import __version__
 
     p.add_argument("--version", action="version", version=f"c3m {__version__}")
@@ -391,8 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--store", default=os.environ.get("C3M_STORE", DEFAULT_STORE),
                         help="store folder (default: $C3M_STORE or ./c3m-store)")
         if namespace:
-            sp.add_argument("--namespace", "-n", default=os.environ.get("C3M_NAMESPACE", "default"),
-                            help="namespace: one per user/agent (default: $C3M_NAMESPACE or 'default')")
+            sp.add_argument("--namespace", "-n", default=os.environ.get("C3M_NAMESPACE"),
+                            help="namespace: one per user/agent or ingested history (default: $C3M_NAMESPACE, "
+                                 "else the store's only namespace; `c3m namespaces` lists them)")
         if method:
             sp.add_argument("--method", help="memory method (see `c3m methods`)")
             sp.add_argument("--text-embedder", metavar="{auto,minilm,hashing,local:PATH}",
@@ -425,7 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Each history goes to its own namespace (<prefix><history id>) unless "
                                     "--namespace is given. Re-ingesting the same sessions is a no-op.")
     common(sp, namespace=False)
-    sp.add_argument("dataset", help="dataset folder or its episodes.jsonl (DESIGN.md §5)")
+    sp.add_argument("dataset", help="dataset folder or its episodes.jsonl (format: docs/architecture.md, "
+                    "section Formats; `c3m demo --dataset-out DIR` writes an example)")
     sp.add_argument("--namespace", "-n", help="put every history into this one namespace")
     sp.add_argument("--namespace-prefix", default="", help="prefix for per-history namespaces")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -444,6 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(namespace=os.environ.get("C3M_NAMESPACE"))
     sp.add_argument("--version", type=int, dest="version", help="snapshot after this session number")
     sp.set_defaults(func=cmd_inspect)
+
+    sp = sub.add_parser("namespaces", help="list the store's namespaces (one per user/agent or ingested history)")
+    common(sp, namespace=False, method=False)
+    sp.set_defaults(func=cmd_namespaces)
 
     sp = sub.add_parser("verify", help="fsck: check every blob hash, Raw Node, session and snapshot pointer")
     common(sp, namespace=False, method=False)
@@ -536,6 +622,9 @@ def main(argv: list[str] | None = None) -> int:
     args.store_given = any(a == "--store" or a.startswith("--store=") for a in argv) or "C3M_STORE" in os.environ
     try:
         return args.func(args)
+    except BrokenPipeError:  # `c3m ask ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
     except C3MError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.fix:

@@ -63,26 +63,71 @@ def _street(d) -> None:
     d.text((105, 118), "WEGO", fill=(255, 255, 255), font=font)
 
 
+def _obj(name: str, box, **attributes) -> dict:
+    return {"name": name, "type": name, "entity": None, "bbox": list(box), "attributes": attributes}
+
+
+#: what each drawing shows, as the scene graphs the ``oracle`` perception backend reads (the demo drew them,
+#: so it knows): the demo's perception is this ground truth, named "demo-drawings" in the store
+_SCENES = {
+    "studio": {"objects": [_obj("window", (40, 30, 210, 130), count=2, shape="arched"), _obj("floor", (0, 150, 256, 192))],
+               "relations": []},
+    "red mug": {"objects": [_obj("mug", (60, 90, 110, 140), colour="red"), _obj("lamp", (125, 30, 185, 140)),
+                            _obj("floor", (0, 140, 256, 192))],
+                "relations": [{"subject": "mug", "relation": "left_of", "object": "lamp"}]},
+    "cooler": {"objects": [_obj("cooler", (45, 70, 155, 150), colour="blue"),
+                           {"name": "water bottles", "type": "accessory", "entity": None, "bbox": [170, 85, 218, 150],
+                            "attributes": {"count": 2, "side": "right"}}, _obj("floor", (0, 150, 256, 192))],
+               "relations": [{"subject": "water bottles", "relation": "right_of", "object": "cooler"}]},
+    "blue mug": {"objects": [_obj("mug", (60, 90, 110, 140), colour="blue"), _obj("lamp", (125, 30, 185, 140)),
+                             _obj("floor", (0, 140, 256, 192))],
+                 "relations": [{"subject": "mug", "relation": "left_of", "object": "lamp"}]},
+    "street": {"objects": [{"name": "McDonald's", "type": "sign", "entity": None, "bbox": [40, 20, 216, 70],
+                            "attributes": {"colour": "red", "text": "McDONALD'S"}},
+                           {"name": "WEGO", "type": "sign", "entity": None, "bbox": [40, 100, 216, 150],
+                            "attributes": {"colour": "black", "text": "WEGO"}}, _obj("street", (0, 0, 256, 192))],
+               "relations": [{"subject": "McDonald's", "relation": "above", "object": "WEGO"}]},
+}
+
+
+def _drawings() -> dict[str, bytes]:
+    return {"studio": _canvas(_studio), "red mug": _canvas(_mug((200, 30, 30))), "cooler": _canvas(_cooler),
+            "blue mug": _canvas(_mug((40, 70, 200))), "street": _canvas(_street)}
+
+
+def demo_perception():
+    """The demo's perception backend: the ``oracle`` over the drawings' own scene graphs (``_SCENES``), so a
+    text-only answerer reads what each photo shows. A real deployment uses a VLM (``--perception local:PATH``
+    or ``api``); the packaged ``scene-encoder`` knows only the synthetic benchmark's renderer."""
+    import hashlib
+
+    from .models.oracle import OracleExtractor
+
+    scenes = {hashlib.sha256(png).hexdigest(): {**_SCENES[name], "image": name} for name, png in _drawings().items()}
+    return OracleExtractor.from_scenes(scenes, "demo-drawings-1", name="oracle")
+
+
 def demo_history() -> History:
     """Six sessions over seven weeks, with the questions a user might ask afterwards."""
     t = datetime.fromisoformat
+    png = _drawings()
     sessions = (
         Session("s1", t("2026-03-02T10:00:00"), (
-            Turn("user", "Here is my new studio. The morning light is great.", (_canvas(_studio),)),
+            Turn("user", "Here is my new studio. The morning light is great.", (png["studio"],)),
             Turn("assistant", "Lovely space, the two arched windows let in a lot of light."))),
         Session("s2", t("2026-03-09T18:30:00"), (
             Turn("user", "I bought a red mug at the flea market; it sits on my desk next to the lamp.",
-                 (_canvas(_mug((200, 30, 30))),)),
+                 (png["red mug"],)),
             Turn("assistant", "A red mug beside the lamp, nice find."))),
         Session("s3", t("2026-03-20T09:15:00"), (
-            Turn("user", "Here's my new cooler for the beach trip.", (_canvas(_cooler),)),
+            Turn("user", "Here's my new cooler for the beach trip.", (png["cooler"],)),
             Turn("assistant", "Great, that should keep drinks cold all day."))),
         Session("s4", t("2026-04-02T20:00:00"), (
-            Turn("user", "The red mug chipped, so I repainted the mug blue.", (_canvas(_mug((40, 70, 200))),)),
+            Turn("user", "The red mug chipped, so I repainted the mug blue.", (png["blue mug"],)),
             Turn("assistant", "Blue suits it. Good save."))),
         Session("s5", t("2026-04-15T13:45:00"), (
             Turn("user", "Walking downtown: the McDonald's sign hangs right above the WEGO shop.",
-                 (_canvas(_street),)),
+                 (png["street"],)),
             Turn("assistant", "Handy landmark, noted."))),
         Session("s6", t("2026-04-20T08:00:00"), (
             Turn("user", "It is raining today, so I made pancakes."),
@@ -119,11 +164,21 @@ def run_demo(store: str | Path, *, dataset_dir: str | Path | None = None, echo: 
 
         write_dataset([history], dataset_dir)
         echo(f"dataset written to {dataset_dir}/episodes.jsonl (the format `c3m ingest` reads)")
+    from .config import MemoryConfig
+    from .models import Models
+
     t0 = time.perf_counter()
-    with Memory(store, namespace=history.id, config=config) as mem:
+    cfg = config or MemoryConfig()
+    models = Models.from_names(cfg.text_embedder, cfg.token_counter, cfg.answerer, cfg.perception, cfg.image_embedder)
+    own = cfg.perception in ("none", "", None)
+    if own:  # no backend chosen: the demo's drawings describe themselves (ground truth, named as such)
+        models.perception = demo_perception()
+    with Memory(store, namespace=history.id, config=cfg, models=models) as mem:
         echo(f"store {store}  namespace {mem.namespace}  method {mem.method_name}  "
              f"embedder {mem.models.text_embedder.name}  tokens {mem.models.token_counter.name}  "
              f"answerer {mem.models.answerer.name}")
+        echo("perception: " + ("oracle over the demo's own drawings (ground truth, not a vision model; "
+                               "use --perception local:PATH or api for real photos)" if own else cfg.perception))
         for session in tqdm(history.sessions, desc="ingest", unit="session"):
             mem.add_session(session)
         echo(f"reader budget for the demo: {budget}")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 
 from .anchors import ANCHOR_EXTRACTORS, Anchor, TextAnchorExtractor, make_anchor_extractor
 from .answer import ExtractiveAnswerer
@@ -187,24 +186,47 @@ def make_extractor(name: str = "oracle", *, dataset_dir=None, store=None, path=N
     return CachedExtractor(extractor, store) if store is not None else extractor
 
 
-@dataclass
 class Models:
-    """The backends one Memory uses; build once and share (they hold loaded weights)."""
+    """The backends one Memory uses; build once and share (they hold loaded weights).
 
-    text_embedder: TextEmbedder
-    token_counter: TokenCounter
-    answerer: Answerer
-    #: write-time perception (captions, visual anchors, grounding boxes -> derived records); None = ``none``
-    perception: Extractor | None = None
-    #: image vectors for RAMU's text–image agreement; None = ``none``
-    image_embedder: ImageEmbedder | None = None
+    ``from_names`` builds each backend on first use, so a command that never embeds, answers or perceives
+    (``inspect``, ``verify``, ``forget``, a no-op re-ingest) loads no model weights."""
+
+    def __init__(self, text_embedder: TextEmbedder, token_counter: TokenCounter, answerer: Answerer,
+                 perception: Extractor | None = None, image_embedder: ImageEmbedder | None = None):
+        self.text_embedder = text_embedder
+        self.token_counter = token_counter
+        self.answerer = answerer
+        #: write-time perception (captions, visual anchors, grounding boxes -> derived records); None = ``none``
+        self.perception = perception
+        #: image vectors for RAMU's text–image agreement; None = ``none``
+        self.image_embedder = image_embedder
 
     @classmethod
     def from_names(cls, text_embedder: str = "auto", token_counter: str = "auto", answerer: str = "extractive",
-                   perception: str = "none", image_embedder: str = "none", *, store=None):
-        text = make_text_embedder(text_embedder)
-        return cls(text, make_token_counter(token_counter), make_answerer(answerer),
-                   make_perception(perception, store=store), make_image_embedder(image_embedder, text_embedder=text))
+                   perception: str = "none", image_embedder: str = "none", *, store=None) -> "Models":
+        models = cls.__new__(cls)
+        models._pending = {
+            "text_embedder": lambda: make_text_embedder(text_embedder),
+            "token_counter": lambda: make_token_counter(token_counter),
+            "answerer": lambda: make_answerer(answerer),
+            "perception": lambda: make_perception(perception, store=store),
+            "image_embedder": lambda: make_image_embedder(image_embedder, text_embedder=models.text_embedder)}
+        return models
+
+    def __getattr__(self, name: str):
+        """Only reached for a backend not built yet: build it now, keep it."""
+        pending = self.__dict__.get("_pending")
+        if pending and name in pending:
+            value = pending.pop(name)()
+            setattr(self, name, value)
+            return value
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        built = [k for k in ("text_embedder", "token_counter", "answerer", "perception", "image_embedder")
+                 if k in self.__dict__]
+        return f"Models(built={built})"
 
 
 __all__ = ["IMAGE_EMBEDDERS", "PERCEPTION_BACKENDS", "make_image_embedder", "make_perception", "EXTRACTORS", "CachedExtractor", "Extractor", "ImageEmbedder", "LeadSummarizer", "RelationHead",

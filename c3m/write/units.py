@@ -148,11 +148,20 @@ class DescriptionMemo:
     descriptors (c3m's RAMU, the baselines' relation features, the relation-pair builder)."""
 
     def __init__(self, name: str, max_items: int = 100_000):
-        from ..models.anchors import make_anchor_extractor
-
-        self.extractor = make_anchor_extractor(name)
+        self.name = name
         self.max_items = max_items
         self.memo: dict[str, tuple] = {}
+        self._extractor = None
+
+    @property
+    def extractor(self):
+        """Loaded on first use: commands that never describe a text (inspect, verify, a no-op ingest) skip
+        spaCy's start-up."""
+        if self._extractor is None:
+            from ..models.anchors import make_anchor_extractor
+
+            self._extractor = make_anchor_extractor(self.name)
+        return self._extractor
 
     def describe(self, texts: Sequence[str]) -> list[tuple[set, set, bool, bool, bool]]:
         todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
