@@ -620,6 +620,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     args.store_given = any(a == "--store" or a.startswith("--store=") for a in argv) or "C3M_STORE" in os.environ
+    from .models import anchors
+
+    anchors.IMPORT_SPACY_WITHOUT_TORCH = True  # ~1 s of start-up per command (see c3m.models.anchors)
     try:
         return args.func(args)
     except BrokenPipeError:  # `c3m ask ... | head`: the reader left; not an error of ours

@@ -91,3 +91,23 @@ def test_auto_falls_back_to_heuristic_without_spacy(monkeypatch, caplog):
         make_anchor_extractor("spacy")
     with pytest.raises(ValueError):
         make_anchor_extractor("nope")
+
+
+def test_spacy_imported_without_torch_gives_the_same_anchors():
+    """The CLI's start-up shortcut (``IMPORT_SPACY_WITHOUT_TORCH``): same anchors, no torch, torch still importable."""
+    import subprocess
+    import sys
+
+    from c3m.models.anchors import spacy_available
+
+    if not spacy_available()[0]:
+        pytest.skip("spaCy is not installed")
+    code = ("import sys; from c3m.models import anchors; anchors.IMPORT_SPACY_WITHOUT_TORCH = {flag}; "
+            "e = anchors.SpacyAnchorExtractor(); "
+            "print(repr([[(a.text, a.key, a.kind) for a in x] for x in e.extract(["
+            "'I painted my bike red at the Riverside Market.', 'Alice repainted the blue mug next to the lamp.'])])); "
+            "print('torch' in sys.modules); import torch; print(torch.__name__)")
+    runs = [subprocess.run([sys.executable, "-c", code.format(flag=flag)], capture_output=True, text=True, check=True,
+                           timeout=300).stdout.splitlines() for flag in (False, True)]
+    assert runs[0][0] == runs[1][0] and "bike" in runs[0][0]
+    assert runs[1][1:] == ["False", "torch"]  # hidden while spaCy loaded, importable afterwards

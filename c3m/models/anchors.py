@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
+import sys
 from dataclasses import dataclass
 from typing import Iterable, Protocol, Sequence, runtime_checkable
 
@@ -75,12 +76,33 @@ def anchor_keys(anchors: Iterable[Anchor]) -> set[str]:
     return {a.key for a in anchors if a.key}
 
 
+#: Set by the ``c3m`` command line: spaCy's thinc imports torch (~1 s) only for torch-backed pipelines, and
+#: ``en_core_web_sm`` is not one. With this set, a process that has not imported torch or thinc yet imports
+#: spaCy with torch hidden (thinc then records ``has_torch = False``); torch itself stays importable after.
+#: Off for library users, whose own spaCy pipelines may need thinc's torch support.
+IMPORT_SPACY_WITHOUT_TORCH = False
+
+
+def _import_spacy():
+    if not IMPORT_SPACY_WITHOUT_TORCH or "torch" in sys.modules or "thinc" in sys.modules:
+        import spacy
+
+        return spacy
+    sys.modules["torch"] = None  # `import torch` raises ImportError while thinc probes for it
+    try:
+        import spacy
+    finally:
+        if "torch" in sys.modules and sys.modules["torch"] is None:
+            del sys.modules["torch"]
+    return spacy
+
+
 class SpacyAnchorExtractor:
     """Entities (``doc.ents``) plus noun chunks that are not pronouns and not already an entity."""
 
     def __init__(self, model: str = SPACY_MODEL, *, batch_size: int = 64):
         try:
-            import spacy
+            spacy = _import_spacy()
         except ImportError as exc:
             raise ImportError(f"spaCy is not installed; {INSTALL_HINT}") from exc
         try:
