@@ -1,4 +1,4 @@
-"""Helpers that build small c3m datasets (DESIGN.md §5) in a temporary folder for tests."""
+"""Helpers that build small c3m datasets (docs/architecture.md, Formats) in a temporary folder for tests."""
 from __future__ import annotations
 
 import copy
@@ -27,7 +27,7 @@ IMAGE = "images/ep-0001/s1-0.png"
 
 
 def history_dict(hid: str = "ep-0001") -> dict[str, Any]:
-    """A valid history line (the DESIGN.md §5 example, with two sessions); its image is ``IMAGE``."""
+    """A valid history line (the README's dataset example, with two sessions); its image is ``IMAGE``."""
     return copy.deepcopy({
         "id": hid,
         "sessions": [

@@ -1,4 +1,4 @@
-"""The dataset format (DESIGN.md §5): every kind of bad input is reported with field, line and fix."""
+"""The dataset format (docs/architecture.md, Formats): every kind of bad input is reported with field, line and fix."""
 from __future__ import annotations
 
 import json

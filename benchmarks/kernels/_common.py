@@ -38,7 +38,7 @@ def machine(device: str = "cpu") -> str:
         import torch
 
         return f"{torch.cuda.get_device_name(0)}"
-    from c3m.machine import cpu_model  # benchmarks sit on top of c3m (DESIGN.md §3)
+    from c3m.machine import cpu_model  # benchmarks sit on top of c3m (docs/architecture.md)
 
     return f"{cpu_model()} x{os.cpu_count()} cores"
 

@@ -1,4 +1,4 @@
-"""Datasets in the c3m format (DESIGN.md §5): a folder with ``episodes.jsonl`` and the images it names."""
+"""Datasets in the c3m format (docs/architecture.md, Formats): a folder with ``episodes.jsonl`` and the images it names."""
 from .format import (
     EPISODES,
     ImageLimits,

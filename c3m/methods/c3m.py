@@ -12,7 +12,7 @@ are chosen by the selector and ``budget_solve`` under the joint reader budget (`
 ``reader="c3m"`` is the C3M-only reader (raw text + original images, ``read.bmer.select``).
 
 Options (``MemoryConfig.method_options``) are the fields of ``C3MConfig``, validated once; paper values where
-the paper gives them (DESIGN §4). ``c3m-paper`` is the C3M paper as written: one incoming entry per session,
+the paper gives them (README, "How `c3m` works"). ``c3m-paper`` is the C3M paper as written: one incoming entry per session,
 vector-only candidates, the C3M-only reader (raw text + original images).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Converters from public memory benchmarks into the c3m dataset format (DESIGN.md §5).
+"""Converters from public memory benchmarks into the c3m dataset format (docs/architecture.md, Formats).
 
 Each converter reads the benchmark's own JSON file and writes a dataset folder with
 ``write_dataset`` (so the output always validates), returning a ``ConversionSummary`` of what was

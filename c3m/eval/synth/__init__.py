@@ -13,7 +13,7 @@ evidence turns derived from the world plan.
 
 Files written to ``OUT``:
 
-- ``episodes.jsonl`` + ``images/<history>/<session>-<turn>.png``: the dataset (DESIGN.md §5), written
+- ``episodes.jsonl`` + ``images/<history>/<session>-<turn>.png``: the dataset (docs/architecture.md, Formats), written
   with ``c3m.dataset.write_dataset``; this is all a memory method may see.
 - ``manifest.json``: generator version, arguments, question counts per category, token/session/image stats.
 - ``_hidden/``: **for evaluation and the explicitly named ``oracle`` perception backend only.** Memory
