@@ -159,3 +159,16 @@ def test_synth_then_eval(tmp_path, capsys):
     metrics = json.loads(out)["c3m"]  # the default method
     assert code == 0 and list(metrics) == ["3k"]
     assert set(metrics["3k"]) == {"IE", "MSR", "TR", "KU", "AR", "overall"}
+
+
+def test_eval_console_shows_judged_accuracy(dataset, tmp_path, capsys):
+    """With --judge the console table has judged accuracy beside the evidence-only columns (not only report.md)."""
+    code, out, _ = run(capsys, "eval", "--dataset", dataset, "--text-embedder", "hashing", "--judge", "contains",
+                       "--out", tmp_path / "ev", "--methods", "dense-topk")
+    header = next(line for line in out.splitlines() if line.startswith("method"))
+    assert code == 0 and header.split()[3] == "judged_acc"
+    row = next(line for line in out.splitlines() if line.startswith("dense-topk") and " overall " in line)
+    assert 0.0 <= float(row.split()[3]) <= 1.0
+    code, out, _ = run(capsys, "eval", "--dataset", dataset, "--text-embedder", "hashing", "--out", tmp_path / "ev2",
+                       "--methods", "dense-topk")
+    assert "judged_acc" not in out
