@@ -96,7 +96,6 @@ class MiniLMEmbedder:
                  max_length: int = 256):
         if device != "cpu":
             raise ValueError(f"MiniLMEmbedder runs in numpy on the CPU only; got device={device!r} (use 'cpu')")
-        from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
         self.path = Path(path) if path else packaged_model_path()
@@ -116,6 +115,12 @@ class MiniLMEmbedder:
         if self.pad_id is None:
             raise ValueError(f"{self.path}: pad token {pad!r} is not in the vocabulary")
 
+        self.layers = None  # weights load on the first embed: `c3m inspect` needs only `dim` and `name`
+        self._n_layers = int(cfg["num_hidden_layers"])
+
+    def _load_weights(self) -> None:
+        from safetensors.numpy import load_file
+
         w = {k.removeprefix("bert."): v for k, v in load_file(str(self.path / "model.safetensors")).items()}
         self.word = w["embeddings.word_embeddings.weight"]
         self.pos = w["embeddings.position_embeddings.weight"]
@@ -123,20 +128,23 @@ class MiniLMEmbedder:
         self.emb_ln = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         # (in, out) weights, contiguous, so every dense layer is one x @ W gemm
         lin = lambda key: (np.ascontiguousarray(w[key + ".weight"].T), w[key + ".bias"])  # noqa: E731
-        self.layers, scale = [], np.float32(1.0 / math.sqrt(self.dim // self.heads))
-        for i in range(int(cfg["num_hidden_layers"])):
+        layers, scale = [], np.float32(1.0 / math.sqrt(self.dim // self.heads))
+        for i in range(self._n_layers):
             p = f"encoder.layer.{i}."
             qkv = [lin(p + f"attention.self.{n}") for n in ("query", "key", "value")]
             qkv[0] = (qkv[0][0] * scale, qkv[0][1] * scale)  # fold 1/sqrt(head dim) into the query projection
-            self.layers.append((
+            layers.append((
                 (np.ascontiguousarray(np.concatenate([q[0] for q in qkv], 1)), np.concatenate([q[1] for q in qkv])),
                 lin(p + "attention.output.dense"),
                 (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
                 lin(p + "intermediate.dense"), lin(p + "output.dense"),
                 (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])))
+        self.layers = layers
 
     def _encode(self, ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Last hidden state (B, L, H) of the BERT encoder for right-padded ``ids`` (B, L)."""
+        if self.layers is None:
+            self._load_weights()
         (b, n), h, nh = ids.shape, self.dim, self.heads
         hd = h // nh
         x = self.word[ids] + self.pos[:n] + self.type[types]
