@@ -233,7 +233,8 @@ def _question(p: _Problems, obj: Any, path: str, turn_counts: dict[str, int] | N
             p.add(f"{rpath}.session", f"names session {sid!r}, which is not in this history",
                   f"use one of the history's session ids: {', '.join(map(repr, turn_counts))}")
         elif not 0 <= index < turn_counts[sid]:
-            p.add(f"{rpath}.turn", f"turn {index} is out of range: session {sid!r} has {turn_counts[sid]} turns",
+            n = turn_counts[sid]
+            p.add(f"{rpath}.turn", f"turn {index} is out of range: session {sid!r} has {n} turn{'' if n == 1 else 's'}",
                   f"use a 0-based turn index from 0 to {turn_counts[sid] - 1}")
         else:
             evidence.append(EvidenceRef(sid, index))

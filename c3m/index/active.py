@@ -197,6 +197,42 @@ class IndexPage:
     summary: str = ""
 
 
+PAGE_LABEL_WORDS = 6   # words of an entry's text in a page label that has no entity keys
+
+
+def _top_keys(counts: Counter, n: int) -> list[str]:
+    return [k for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+
+
+def page_label(members: list[IndexEntry]) -> str:
+    """A page's summary: ``"page: "`` + a label that is never empty for a non-empty page.
+
+    The label is the page's 10 most frequent entity keys (summed over its entries); a page whose entries
+    have no entity keys falls back to the first ``PAGE_LABEL_WORDS`` words of its most-supported entry's text
+    (ties: lowest entry id; entries with empty text are skipped), then to its most frequent visual anchor
+    keys, its entries' states, and finally its entry ids.
+    """
+    ents: Counter = Counter()
+    for e in members:
+        ents.update(e.entities)
+    label = ", ".join(_top_keys(ents, 10))
+    if not label:
+        for e in sorted(members, key=lambda e: (-e.support, e.entry_id)):
+            label = " ".join(e.text.split()[:PAGE_LABEL_WORDS])
+            if label:
+                break
+    if not label:
+        visual: Counter = Counter()
+        for e in members:
+            visual.update(e.visual)
+        label = ", ".join(_top_keys(visual, 10))
+    if not label:
+        label = ", ".join(dict.fromkeys(s for e in members for s in e.states if s.strip()))
+    if not label:
+        label = ", ".join(e.entry_id for e in members)
+    return "page: " + label
+
+
 _STATE_KEYS = frozenset({"dim", "next_id", "n_docs", "df", "entries", "pages"})
 
 
@@ -260,7 +296,7 @@ class ActiveIndex:
 
     # -- pages ---------------------------------------------------------------------------------
     def refresh_pages(self) -> None:
-        """Drop empty pages (renumbering), recompute each page's centroid and summary."""
+        """Drop empty pages (renumbering), recompute each page's centroid and summary (``page_label``)."""
         used = sorted({e.page for e in self.entries.values()})
         remap = {old: new for new, old in enumerate(used)}
         for e in self.entries.values():
@@ -269,11 +305,7 @@ class ActiveIndex:
         for p in range(len(used)):
             members = self.page_entries(p)
             z = normalize(sum(e.z * e.support for e in members))
-            ents = Counter()
-            for e in members:
-                ents.update(e.entities)
-            top = [k for k, _ in sorted(ents.items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
-            self.pages.append(IndexPage(z, "page: " + ", ".join(top)))
+            self.pages.append(IndexPage(z, page_label(members)))
 
     # -- persistence -------------------------------------------------------------------------
     def state(self) -> dict:
