@@ -63,16 +63,33 @@ class MemoryConfig:
     @classmethod
     def load(cls, path: str | Path) -> "MemoryConfig":
         path = Path(path)
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInput("--config", f"cannot read {path}: {exc}",
+                               fix="pass a UTF-8 TOML (.toml) or YAML (.yaml) file with MemoryConfig fields") from None
         if path.suffix in (".yaml", ".yml"):
             try:
                 import yaml
             except ImportError as exc:
                 raise InvalidInput("config", "YAML needs PyYAML", source=str(path),
                                    fix="pip install pyyaml, or write the config as TOML") from exc
-            data = yaml.safe_load(text) or {}
+            try:
+                data = yaml.safe_load(text) or {}
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                raise InvalidInput("(file)", f"is not valid YAML: {getattr(exc, 'problem', None) or exc}",
+                                   source=str(path), line=mark.line + 1 if mark is not None else None,
+                                   fix="check the indentation and quoting on that line") from None
         else:
-            data = tomllib.loads(text)
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:  # its message already ends "(at line L, column C)"
+                raise InvalidInput("(file)", f"is not valid TOML: {exc}", source=str(path),
+                                   fix="quote strings, one key = value per line (see README, config files)") from None
+        if not isinstance(data, dict):
+            raise InvalidInput("(file)", f"holds a {type(data).__name__}, not a table of settings", source=str(path),
+                               fix="write key = value pairs (TOML) or key: value (YAML)")
         return cls.from_dict(data, source=str(path))
 
     def with_(self, **changes: Any) -> "MemoryConfig":

@@ -142,3 +142,22 @@ def test_c3m_index_pages_of_entityless_sessions_get_a_label(store_path, models):
                 ents.update(entries[e].entities)
             top = [k for k, _ in sorted(ents.items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
             assert p["summary"] == "page: " + ", ".join(top)
+
+
+@pytest.mark.parametrize("name,text,needle", [
+    ("bad.toml", 'method = "c3m"\nanswerer = extractive\n', "is not valid TOML"),
+    ("bad.yaml", "method: [c3m\n", "is not valid YAML"),
+    ("list.yaml", "- c3m\n", "not a table of settings"),
+])
+def test_broken_config_files_are_named_with_a_fix(tmp_path, name, text, needle):
+    from c3m.config import MemoryConfig
+    from c3m.errors import InvalidInput
+
+    path = tmp_path / name
+    path.write_text(text)
+    if name.endswith(".yaml"):
+        pytest.importorskip("yaml")
+    with pytest.raises(InvalidInput) as err:
+        MemoryConfig.load(path)
+    assert needle in str(err.value) and name in str(err.value) and err.value.fix
+    assert " at at " not in str(err.value)

@@ -1,4 +1,4 @@
-"""Read, validate and write c3m datasets (DESIGN.md §5).
+"""Read, validate and write c3m datasets (format: docs/architecture.md, Formats).
 
 A dataset is a folder holding ``episodes.jsonl`` (one user's ``History`` per line) and the image files
 that its turns name by paths relative to the folder. Validation is strict so that a bad dataset fails at
