@@ -598,7 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Chronological replay: each history's sessions go through the write path "
                                     "(questions hidden; opening the dataset at write time is refused), then its "
                                     "questions through the read path. Writes report.md (Table-1 layout), "
-                                    "metrics.json and plots to --out; rerunning continues a killed run.")
+                                    "metrics.json and plots to --out; rerunning continues a killed run. Protocol, metrics and "
+                                    "honesty rules: docs/evaluation.md.")
     common(sp, namespace=False)
     sp.add_argument("--dataset", action="append", required=True, help="dataset folder (repeat for several lengths)")
     sp.add_argument("--methods", nargs="+",

@@ -125,3 +125,19 @@ def test_c3m_chain_comes_from_the_index_when_ramu_recorded_the_update(models, st
     chains = {c.source for c in ctx.chains}
     assert chains == ({"index"} if updated else {"read"})
     assert any("repainted my bike blue" in i.text and i.status == "current" for i in ctx.items)
+
+
+def test_api_prompt_carries_marks_and_chains():
+    from c3m.models.api import ANSWER_SYSTEM, ApiAnswerer
+
+    class Client:  # messages() needs no endpoint
+        model = "stub"
+
+    ctx = annotate(context("What colour is my bike now?", RED, BREAD, BLUE), describe=DESCRIBE)
+    system, user = ApiAnswerer(Client()).messages(ctx.question, ctx)
+    texts = [p["text"] for p in user["content"] if p.get("type") == "text"] if isinstance(user["content"], list) \
+        else user["content"].splitlines()
+    assert "(current)" in ANSWER_SYSTEM and "(superseded)" in ANSWER_SYSTEM
+    assert any(t.startswith("[s1#0 2026-03-01 10:00 user] (superseded on 2026-04-02)") for t in texts)
+    assert "- bike: red (s1#0, 2026-03-01) -> blue (s3#0, 2026-04-02, current)" in texts
+    assert texts[-1] == "Question: What colour is my bike now?"
