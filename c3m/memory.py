@@ -1,4 +1,4 @@
-"""``Memory``: the public API. The CLI, the evaluation harness and the HTTP server are thin layers on it.
+"""``Memory``: the public API. The CLI and the evaluation harness are thin layers on it.
 
 One ``Memory`` = one store folder + one namespace + one method. Safe to open from several processes:
 every write takes the store's write lock, first catches the method's index up with sessions that
