@@ -407,6 +407,14 @@ class Context:
     #: update chains over the context's items (``c3m.read.timeline``), filled on the answer path
     chains: tuple[UpdateChain, ...] = ()
 
+    def step_of(self, node_id: str) -> tuple[UpdateChain, int] | None:
+        """The update chain and step index an item belongs to (the first chain naming it)."""
+        for c in self.chains:
+            for k, s in enumerate(c.steps):
+                if node_id in s.node_ids:
+                    return c, k
+        return None
+
     def text(self) -> str:
         """The context as the answerer reads it: one block per item with a citation header (and its status in
         an update chain), then the chains."""

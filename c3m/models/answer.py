@@ -25,10 +25,27 @@ STOPWORDS = frozenset(
     "and or but not no so than then there here have has had can could would should will shall may might must "
     "any some all up down out over under again more most very just also now".split())
 REFUSAL = "I don't know: nothing in my memory supports an answer."
+#: question words that ask for the latest state, an earlier one, or the time of a change
+NOW_CUES = frozenset("now currently current latest still anymore nowadays presently today".split())
+PAST_CUES = frozenset("before originally original first initially previously earlier formerly former prior "
+                      "used".split())
 #: words that ask where something is or what it looked like: such a question prefers, on equal overlap, what
 #: an image shows (a caption item) over the words said about it (generic English, not a benchmark's templates)
 PICTURE_CUES = frozenset("left right above below under beneath behind beside next front top bottom side "
                          "colour color look looked shape photo picture image shown visible wearing".split())
+
+
+def temporal_intent(question: str) -> str:
+    """``now`` | ``past`` | ``when`` | "" (no cue: answer from the latest state, like ``now``)."""
+    lower = question.lower()
+    words = re.findall(r"[a-z]+", lower)
+    if words[:1] == ["when"] or "what time" in lower:
+        return "when"
+    if any(w in PAST_CUES for w in words):
+        return "past"
+    if any(w in NOW_CUES for w in words) or "these days" in lower:
+        return "now"
+    return ""
 
 
 def _stem(word: str) -> str:
@@ -46,8 +63,6 @@ class ExtractiveAnswerer:
     sees_images = False
 
     def answer(self, question: str, context: Context, *, image_loader=None) -> Answer:
-        from ..read.timeline import temporal_intent
-
         wanted = content_words(question)
         intent = temporal_intent(question)
         pictured = bool(set(_WORD.findall(question.lower())) & PICTURE_CUES)
@@ -80,9 +95,7 @@ def _time_bonus(item: ContextItem, intent: str) -> float:
 
 def _lead(sentence: str, item: ContextItem, context: Context, intent: str) -> str:
     """The quoted sentence, led by the state it stands for in its update chain, and when."""
-    from ..read.timeline import step_of
-
-    found = step_of(context, item.node_id) if item.status else None
+    found = context.step_of(item.node_id) if item.status else None
     if found is None:
         return sentence
     chain, k = found

@@ -16,33 +16,14 @@ charge nothing; the harness's measurement is unchanged.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Iterable, Sequence
 
 from ..types import ChainStep, Context, ContextItem, UpdateChain
 
-#: question words that ask for the latest state, an earlier one, or the time of a change
-NOW_CUES = frozenset("now currently current latest still anymore nowadays presently today".split())
-PAST_CUES = frozenset("before originally original first initially previously earlier formerly former prior "
-                      "used".split())
-_WORD = re.compile(r"[a-z]+")
-
 #: (entity keys, state values) of each text: ``write.units.DescriptionMemo.describe`` or a stand-in
 Describe = Callable[[Sequence[str]], Sequence[tuple]]
-
-
-def temporal_intent(question: str) -> str:
-    """``now`` | ``past`` | ``when`` | "" (no cue: answer from the latest state, like ``now``)."""
-    words = _WORD.findall(question.lower())
-    if words[:1] == ["when"] or "what time" in question.lower():
-        return "when"
-    if any(w in PAST_CUES for w in words):
-        return "past"
-    if any(w in NOW_CUES for w in words) or "these days" in question.lower():
-        return "now"
-    return ""
 
 
 def _turn(item: ContextItem) -> str:
@@ -119,12 +100,3 @@ def annotate(context: Context, *, index_chains: Sequence[UpdateChain] = (),
     items = tuple(replace(i, status=status[i.node_id][0], superseded_at=status[i.node_id][1])
                   if i.node_id in status else i for i in context.items)
     return replace(context, items=items, chains=tuple(chains))
-
-
-def step_of(context: Context, node_id: str) -> tuple[UpdateChain, int] | None:
-    """The chain and step index an item belongs to (the first chain naming it)."""
-    for c in context.chains:
-        for k, s in enumerate(c.steps):
-            if node_id in s.node_ids:
-                return c, k
-    return None
