@@ -124,7 +124,7 @@ def test_oracle_perception_captions_reach_the_answerer(tmp_path):
                           perception="oracle")
     qs = [q for r in everything["dense-topk"]["2k"] for q in r.questions]
     assert qs and all(q.judged_acc is not None for q in qs)
-    assert any("[image:" in (q.prediction or "") for q in qs)  # the extractive answerer quotes captions
+    assert any("the photo of " in (q.prediction or "") for q in qs)  # the extractive answerer quotes captions
     header = make_header(CFG, None, judge="f1", perception="oracle")
     assert "oracle (hidden ground truth)" in header["answer_accuracy"]
 
