@@ -142,3 +142,13 @@ def test_api_prompt_carries_marks_and_chains():
     assert any(t.startswith("[s1#0 2026-03-01 10:00 user] (superseded on 2026-04-02)") for t in texts)
     assert "- bike: red (s1#0, 2026-03-01) -> blue (s3#0, 2026-04-02, current)" in texts
     assert texts[-1] == "Question: What colour is my bike now?"
+
+
+def test_extractive_never_quotes_a_crop_marker():
+    crop = ContextItem("n-s3-0", Provenance("me", "s3", 0, T3), "user", EvidenceForm.GROUNDED_CROP, "[crop: jar]", (),
+                       2.0, 3)
+    cap = ContextItem("n-s3-0", Provenance("me", "s3", 0, T3), "user", EvidenceForm.CAPTION,
+                      "[image: A green jar; a shelf. The jar is left of the shelf.]", (), 0.5, 12)
+    answer = ExtractiveAnswerer().answer("Where is my jar?", context("q", crop, cap))
+    assert answer.text == "the photo of s3#0 shows: A green jar; a shelf."
+    assert ExtractiveAnswerer().answer("Where is my jar?", context("q", crop)).text.startswith("I don't know")

@@ -68,6 +68,8 @@ class ExtractiveAnswerer:
         pictured = bool(set(_WORD.findall(question.lower())) & PICTURE_CUES)
         best, best_score, best_item = None, 0.0, None
         for item in context.items:
+            if item.form in (EvidenceForm.GROUNDED_CROP, "grounded_crop"):
+                continue  # "[crop: jar]" names the crop; what it shows comes as its caption item
             caption = item.form in (EvidenceForm.CAPTION, "caption")
             text = _CAPTION_MARK.sub("", item.text) if caption else item.text
             for sentence in _SENT.split(text):
