@@ -70,7 +70,7 @@ def main(argv=None) -> int:
             result = replace(replayed, questions=[]) if replayed is not None else HistoryResult(
                 history, spec, length, bounded=bool(type(mem.method).bounded))
             judge = _judge(args.judge) if args.judge != "none" else None
-            result.questions = _ask(mem, namespace, questions, cfg.reader_budget, judge, models.perception, check)
+            result.questions = _ask(mem, namespace, questions, cfg.reader_budget, judge, check)
         _append(args.judged / "results" / _safe(spec) / f"{_safe(length)}.jsonl", result)
     print(f"judged results: {args.judged}/results  (c3m table1 {args.judged} --judged-label "
           f"'answerer {args.answerer}, judge {args.judge}')")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .config import MemoryConfig
 from .errors import C3MError
-from .types import ReaderBudget, as_json_dict, chain_lines
+from .types import ReaderBudget, as_json_dict, chain_lines, status_note
 
 DEFAULT_STORE = "./c3m-store"
 
@@ -55,28 +55,38 @@ def _open(args, namespace: str | None = None):
     return Memory(args.store, namespace, config=cfg)
 
 
-def _require_namespace(store_path: str, namespace: str | None) -> str:
-    """The namespace to open: the one given, else the store's only one; an unknown one is an error that lists
-    what exists."""
-    from .errors import InvalidInput, StoreError
-    from .store import ColdStore
+def _existing_store(store_path: str) -> None:
+    """Refuse a path that holds no store: reading commands never create one."""
+    from .errors import StoreError
 
     if not (Path(store_path) / "store.sqlite").is_file():
         raise StoreError(f"no c3m store at {store_path}",
                          fix="ingest first (`c3m ingest DATASET --store DIR`), or pass --store / set $C3M_STORE "
                              "to an existing store")
+
+
+def _some(names: list[str]) -> str:
+    return f"{', '.join(names[:20])}{' …' if len(names) > 20 else ''}"
+
+
+def _require_namespace(store_path: str, namespace: str | None) -> str:
+    """The namespace to open: the one given, else the store's only one; an unknown one is an error that lists
+    what exists."""
+    from .errors import InvalidInput
+    from .store import ColdStore
+
+    _existing_store(store_path)
     with ColdStore(store_path, create=False) as store:
         have = store.namespaces()
     if namespace is None and len(have) == 1:
         return have[0]
     if namespace is None:
         raise InvalidInput("--namespace", f"{store_path} holds {len(have)} namespaces; say which one",
-                           fix=f"pass -n NS, one of: {', '.join(have[:20])}{' …' if len(have) > 20 else ''}"
-                           if have else "the store is empty: ingest first")
+                           fix=f"pass -n NS, one of: {_some(have)}" if have else "the store is empty: ingest first")
     if namespace not in have:
         raise InvalidInput("--namespace", f"no namespace {namespace!r} in {store_path}",
-                           fix=(f"use one of: {', '.join(have[:20])}{' …' if len(have) > 20 else ''} "
-                                "(`c3m namespaces` lists them)") if have else "the store is empty: ingest first")
+                           fix=f"use one of: {_some(have)} (`c3m namespaces` lists them)" if have
+                           else "the store is empty: ingest first")
     return namespace
 
 
@@ -129,13 +139,14 @@ def cmd_ingest(args) -> int:
             models = mem.models  # load weights once for all histories
             for session in history.sessions:  # questions stay in the dataset: the write path never sees them
                 res = mem.add_session(session)
-                totals["sessions_new" if res.created else "sessions_unchanged"] += 1
                 row["sessions_new" if res.created else "sessions_unchanged"] += 1
                 totals["raw_nodes"] += res.raw_nodes if res.created else 0
                 totals["images"] += res.images if res.created else 0
                 bar.update(1)
         totals["histories"] += 1
     bar.close()
+    for key in ("sessions_new", "sessions_unchanged"):
+        totals[key] = sum(r[key] for r in per_namespace.values())
     if args.json:
         print(json.dumps({**totals, "store": str(args.store), "namespaces": list(per_namespace.values())}))
         return 0
@@ -171,10 +182,8 @@ def cmd_ask(args) -> int:
             imgs = "".join(f" [image {im.sha256[:12]} {im.width}x{im.height}]" for im in item.images)
             mark = " *" if item.node_id in answer.cited else ""
             form = getattr(item.form, "value", item.form)
-            status = {"current": " (current)", "superseded": " (superseded"
-                      + (f" {item.superseded_at:%Y-%m-%d})" if item.superseded_at else ")")}.get(item.status, "")
             print(f"  {p.session_id}#{p.turn_index} {p.time:%Y-%m-%d %H:%M} {item.role:9s} {item.score:6.3f}{mark} "
-                  f"{'' if form == 'raw_text' else f'[{form}] '}{item.text[:100]}{imgs}{status}")
+                  f"{'' if form == 'raw_text' else f'[{form}] '}{item.text[:100]}{imgs}{status_note(item)}")
         for line in chain_lines(ctx.chains):
             print(f"  {line}")
         u, b = ctx.use, ctx.budget
@@ -184,12 +193,9 @@ def cmd_ask(args) -> int:
 
 
 def _namespace_rows(store_path: str) -> list[dict]:
-    from .errors import StoreError
     from .store import ColdStore
 
-    if not (Path(store_path) / "store.sqlite").is_file():
-        raise StoreError(f"no c3m store at {store_path}",
-                         fix="ingest first (`c3m ingest DATASET --store DIR`), or pass --store / set $C3M_STORE")
+    _existing_store(store_path)
     with ColdStore(store_path, create=False) as store:
         return [{"namespace": ns, **store.namespace_stats(ns), "methods": store.snapshot_methods(ns)}
                 for ns in store.namespaces()]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -90,7 +91,9 @@ _SCENES = {
 }
 
 
+@lru_cache(maxsize=1)
 def _drawings() -> dict[str, bytes]:
+    """The demo's five PNGs, drawn once (the history and the perception backend both need their bytes)."""
     return {"studio": _canvas(_studio), "red mug": _canvas(_mug((200, 30, 30))), "cooler": _canvas(_cooler),
             "blue mug": _canvas(_mug((40, 70, 200))), "street": _canvas(_street)}
 

@@ -441,13 +441,23 @@ def item_header(item: ContextItem) -> str:
     p = item.provenance
     form = getattr(item.form, "value", item.form)
     form = "" if form == EvidenceForm.RAW_TEXT.value else f" ({form})"
-    status = {"current": " (current)", "superseded": " (superseded"
-              + (f" on {item.superseded_at:%Y-%m-%d})" if item.superseded_at else ")")}.get(item.status, "")
-    return f"[{p.session_id}#{p.turn_index} {p.time.isoformat(sep=' ', timespec='minutes')} {item.role}]{form}{status}"
+    return (f"[{p.session_id}#{p.turn_index} {p.time.isoformat(sep=' ', timespec='minutes')} {item.role}]{form}"
+            f"{status_note(item)}")
 
 
-def chain_lines(chains: Sequence[UpdateChain]) -> list[str]:
-    """The update chains as prompt lines: ``bike: red (s1#0, 2026-03-01) -> blue (s3#0, 2026-04-02, current)``."""
+def status_note(item: ContextItem) -> str:
+    """`` (current)``, `` (superseded on 2026-04-02)`` or "": an item's mark in an update chain."""
+    if item.status == "superseded":
+        return f" (superseded on {item.superseded_at:%Y-%m-%d})" if item.superseded_at else " (superseded)"
+    return " (current)" if item.status == "current" else ""
+
+
+def chain_lines(chains: Sequence[UpdateChain], shown: Sequence[ContextItem] | None = None) -> list[str]:
+    """The update chains as prompt lines: ``bike: red (s1#0, 2026-03-01) -> blue (s3#0, 2026-04-02, current)``.
+    With ``shown`` (the items a prompt kept after dropping some to fit), only chains whose turns all stay."""
+    if shown is not None:
+        kept = {i.node_id for i in shown}
+        chains = [c for c in chains if all(n in kept for s in c.steps for n in s.node_ids)]
     if not chains:
         return []
     lines = ["Updates (oldest first):"]

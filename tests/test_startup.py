@@ -5,6 +5,7 @@ the cause (which heavy modules a command imports), which does not depend on the 
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -15,19 +16,19 @@ from c3m.errors import StoreError
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "spacy", "thinc", "numba")
 PROBE = """
-import contextlib, io, sys
+import contextlib, io, json, sys
 from c3m.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     rc = main({argv!r})
-print(rc, sorted(m for m in {heavy!r} if m in sys.modules))
+print(json.dumps([rc, sorted(m for m in {heavy!r} if m in sys.modules)]))
 """
 
 
 def loaded(argv: list[str], cwd) -> tuple[int, list[str]]:
     out = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], cwd=cwd, capture_output=True,
                          text=True, timeout=300, check=True).stdout.strip().splitlines()[-1]
-    rc, mods = out.split(" ", 1)
-    return int(rc), eval(mods)  # noqa: S307 - our own probe's repr of a list of names
+    rc, mods = json.loads(out)
+    return rc, mods
 
 
 @pytest.fixture(scope="module")

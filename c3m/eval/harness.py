@@ -168,7 +168,7 @@ def _replay_job(history: History, store: str, config: MemoryConfig, budget: Read
     models = _models(config.text_embedder, config.token_counter, config.answerer, config.perception,
                      config.image_embedder)
     out = replay_history(history, store, config=config, models=models, budget=budget, length=length,
-                         guard_paths=guard, judge=_judge(judge), perception=models.perception,
+                         guard_paths=guard, judge=_judge(judge),
                          questions_file=questions_file, variants=variants, gold=lambda: _hidden_gold(guard[0]))
     return out if isinstance(out, list) else [out]
 

@@ -139,7 +139,7 @@ def load_questions(path: str | Path) -> tuple[Question, ...]:
 
 def replay_history(history: History, store: str | Path, *, config: MemoryConfig, models: Models | None = None,
                    budget: ReaderBudget | None = None, length: str = "?", guard_paths=(),
-                   judge=None, perception=None, questions_file: str | Path | None = None,
+                   judge=None, questions_file: str | Path | None = None,
                    variants: Sequence[tuple[str, dict]] = (), gold=None) -> HistoryResult | list[HistoryResult]:
     """Write every session (questions hidden), then ask every question; returns the measurements.
 
@@ -185,7 +185,7 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
             questions = load_questions(questions_file)
         budget = budget or mem.config.reader_budget
         check = _evidence_checker(gold() if gold is not None else None, history.id, mem)
-        result.questions = _ask(mem, namespace, questions, budget, judge, perception, check)
+        result.questions = _ask(mem, namespace, questions, budget, judge, check)
         extra = []
         for spec, options in variants:  # read-only variants: the same committed index, another reader
             variant = type(mem.method)(mem.store, mem.namespace, mem.models, write_budget=mem.config.write_budget,
@@ -193,7 +193,7 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
             variant.load_state(mem.method.state())
             main, mem.method = mem.method, variant
             extra.append(replace(result, method=spec, questions=_ask(mem, namespace, questions, budget, judge,
-                                                                     perception, check)))
+                                                                     check)))
             mem.method = main
     return [result, *extra] if variants else result
 
@@ -221,7 +221,7 @@ def _evidence_checker(gold, history_id: str, mem):
     return check
 
 
-def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, perception, check=None) -> list[QuestionResult]:
+def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, check=None) -> list[QuestionResult]:
     """Every question once, through ``retrieve`` only; each context measured by the harness, never trusted."""
     out = []
     for q in questions:

@@ -169,8 +169,11 @@ class MemoryMethod(ABC):
         """Raw-Node ids reachable from the index."""
 
     # -- answer path ---------------------------------------------------------------------------
-    #: anchor extractor for read-time update chains (``c3m.read.timeline``); c3m uses its own option
-    timeline_anchors: ClassVar[str] = "auto"
+    @property
+    def timeline_anchors(self) -> str:
+        """The anchor extractor read-time update chains describe texts with (``c3m.read.timeline``): the
+        method's own ``anchors`` option when it has one (c3m, hivemem, facts), so chains use its keys."""
+        return getattr(getattr(self, "cfg", None), "anchors", "auto")
 
     def update_chains(self, context: Context) -> list[UpdateChain]:
         """Update chains the write path recorded, over the context's items (none unless the index keeps
@@ -184,7 +187,7 @@ class MemoryMethod(ABC):
         from ..write.units import describer
 
         return annotate(context, index_chains=self.update_chains(context),
-                        describe=describer(getattr(getattr(self, "cfg", None), "anchors", self.timeline_anchors)).describe)
+                        describe=describer(self.timeline_anchors).describe)
 
     def describe(self) -> dict[str, Any]:
         """A summary for ``c3m inspect``."""

@@ -70,9 +70,9 @@ class ExtractiveAnswerer:
         pictured = bool(set(_WORD.findall(question.lower())) & PICTURE_CUES)
         best, best_score, best_item = None, 0.0, None
         for item in context.items:
-            if item.form in (EvidenceForm.GROUNDED_CROP, "grounded_crop"):
+            if item.form == EvidenceForm.GROUNDED_CROP:  # a str enum: equal to "grounded_crop" too
                 continue  # "[crop: jar]" names the crop; what it shows comes as its caption item
-            caption = item.form in (EvidenceForm.CAPTION, "caption")
+            caption = item.form == EvidenceForm.CAPTION
             text = _CAPTION_MARK.sub("", item.text) if caption else item.text
             for sentence in _SENT.split(text):
                 overlap = len(wanted & content_words(sentence))

@@ -386,9 +386,8 @@ class LocalAnswerer(SmolLMAnswerer):
                     parts.append({"type": "text", "text": f"<image {ref.sha256[:12]}{shown}>"})
         if not items:
             parts.append({"type": "text", "text": "(none)"})
-        kept = {i.node_id for i in items}  # chains of items dropped to fit the prompt go too
-        parts += [{"type": "text", "text": line} for line in
-                  chain_lines([c for c in chains if all(n in kept for st in c.steps for n in st.node_ids)])]
+        parts += [{"type": "text", "text": line}  # chains of items dropped to fit the prompt go too
+                  for line in chain_lines(chains, shown=items)]
         parts.append({"type": "text", "text": f"Question: {question}"})
         return [{"role": "system", "content": [{"type": "text", "text": VISION_SYSTEM}]},
                 {"role": "user", "content": parts}]

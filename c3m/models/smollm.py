@@ -42,8 +42,8 @@ MODEL_NAME = "smollm2-135m-instruct-q4_1"
 SYSTEM = ("You answer a question about the user's past conversations using ONLY the memory excerpts below. "
           "Each excerpt starts with a header [session#turn date time role]. (current) marks the latest state; "
           "(superseded) marks an old one, and 'Updates' lists the changes. For 'now' questions use the current "
-          "state, for 'before' questions the older one; otherwise prefer the latest. Reply with a short answer (a few words). If the excerpts do not contain "
-          "the answer, reply exactly: I don't know.")
+          "state, for 'before' questions the older one; otherwise prefer the latest. Reply with a short answer "
+          "(a few words). If the excerpts do not contain the answer, reply exactly: I don't know.")
 _CITE = re.compile(r"\[([^\[\]\s]+)#(\d+)[^\[\]]*\]")
 _PREFIX = re.compile(r"^(the\s+)?answer(\s+to\s+(this|the|your)\s+question)?\s+is\s*:?\s*", re.I)
 
@@ -250,8 +250,7 @@ def _excerpts(question: str, items: Sequence[Any], chains: Sequence[Any] = ()) -
         lines.append(f"{item_header(item)} {item.text}{images}")
     if not items:
         lines.append("(none)")
-    shown = {i.node_id for i in items}  # chains of items dropped to fit the prompt go too
-    lines += chain_lines([c for c in chains if all(n in shown for s in c.steps for n in s.node_ids)])
+    lines += chain_lines(chains, shown=items)  # chains of items dropped to fit the prompt go too
     lines.append(f"Question: {question}")
     return "\n".join(lines)
 

@@ -35,15 +35,14 @@ def index_chain(subject: str, entry_id: str, steps: Iterable[tuple[datetime, dic
     """A chain from a write-time version list ``[(time, {session: turns}, states), ...]`` (oldest first, the
     current state last) over the context's items; None when no step is in the context."""
     where = {(i.provenance.session_id, i.provenance.turn_index): i for i in items}
-    out, seen, shown = [], set(), 0
+    out, seen = [], set()
     for time, pointers, states in steps:
         hit = [where[(s, t)] for s in sorted(pointers) for t in sorted(pointers[s]) if (s, t) in where]
         new = tuple(v for v in states if v not in seen)
         seen.update(states)
-        shown += bool(hit)
         out.append(ChainStep(time, tuple(i.node_id for i in hit), tuple(_turn(i) for i in hit),
                              new if hit else ()))
-    if len(out) < 2 or not shown:
+    if len(out) < 2 or not any(step.node_ids for step in out):
         return None
     return UpdateChain(subject, tuple(out), "index", entry_id)
 
