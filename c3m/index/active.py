@@ -11,7 +11,8 @@ from (namespace, session, turn) (``types.node_id_for``), so nothing is lost, and
 list costs bytes in proportion to its sessions rather than its turns.
 
 **Accounting** (checked against ``WriteBudget`` after every commit, and measured again by the harness from
-the committed snapshot with the same function, ``c3m.budget.measure_index``): entries and pages are counted
+the committed snapshot with ``c3m.budget.measure_index``, which ``ActiveIndex.usage`` equals exactly while
+re-measuring only the entries that changed): entries and pages are counted
 directly; index tokens are the token counts of every routing text the index holds (each entry's
 ``routing_text``, i.e. ``render()``, stored in the snapshot, and the page summaries); index bytes are the
 length of the index's compact JSON (``state()``, vectors as base64 float16, pointers as ranges, document
@@ -20,6 +21,7 @@ frequencies included).
 from __future__ import annotations
 
 import base64
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -48,6 +50,11 @@ COMPACT_LEVELS = ((8, MAX_RENDERED_VERSIONS, None), (4, 2, 16), (2, 1, 8), (1, 0
 
 def encode_vec(z: np.ndarray) -> str:
     return base64.b64encode(np.asarray(z, np.float16).tobytes()).decode("ascii")
+
+
+def _json_len(obj) -> int:
+    """Bytes of ``obj`` as the compact, key-sorted JSON that ``c3m.budget.state_bytes`` measures."""
+    return len(json.dumps(obj, separators=(",", ":"), sort_keys=True).encode())
 
 
 def decode_vec(s: str) -> np.ndarray:
@@ -109,9 +116,23 @@ class Version:
     states: list[str]
     text: str
 
+    def __setattr__(self, name, value):
+        object.__setattr__(self, "_nbytes", None)  # any reassignment invalidates the cached size (json_len)
+        object.__setattr__(self, name, value)
+
     def to_json(self) -> dict:
         return {"time": self.time.isoformat(), "pointers": {s: encode_turns(t) for s, t in self.pointers.items()},
                 "states": self.states, "text": self.text}
+
+    def json_len(self) -> int:
+        """Bytes of ``to_json()`` as compact JSON, cached: a version is written once and moved, never edited in
+        place (an edit in place must reassign a field, which drops the cache)."""
+        if getattr(self, "_nbytes", None) is None:
+            object.__setattr__(self, "_nbytes", _json_len(self.to_json()))
+        return self._nbytes
+
+    def __getstate__(self):  # copies and pickles carry the fields, not the cache
+        return {k: v for k, v in self.__dict__.items() if k != "_nbytes"}
 
     @classmethod
     def from_json(cls, d: dict) -> "Version":
@@ -139,6 +160,33 @@ class IndexEntry:
     compact: int = 0                                        # routing-text compaction level (0..3)
     visual: Counter = field(default_factory=Counter)        # visual anchor keys of its images (anchor graph)
     image_z: np.ndarray | None = None                       # mean image vector of its units' images (RAMU)
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, "_acct", None)  # any reassignment invalidates the cached accounting
+        object.__setattr__(self, name, value)
+
+    def touch(self) -> None:
+        """Drop the cached accounting after an in-place change (``entities.update``, ``versions.append``, ...);
+        reassigning a field does this by itself."""
+        object.__setattr__(self, "_acct", None)
+
+    def accounting(self, count) -> tuple[int, int]:
+        """(tokens of ``render()``, bytes of ``to_json()`` as compact JSON), cached until the entry changes, so a
+        capacity repair step re-measures only the entries it touched. The bytes are exactly those the entry adds
+        to ``c3m.budget.state_bytes`` of the index state: the versions' JSON is summed from each version's cached
+        length instead of being re-encoded (a spill holds many)."""
+        got = getattr(self, "_acct", None)
+        if got is not None and got[0] == count:
+            return got[1], got[2]
+        d = self._json([])
+        nv = len(self.versions)
+        nbytes = _json_len(d) + sum(v.json_len() for v in self.versions) + max(0, nv - 1)
+        tokens = count(d["routing_text"])
+        object.__setattr__(self, "_acct", (count, tokens, nbytes))
+        return tokens, nbytes
+
+    def __getstate__(self):  # copies and pickles carry the fields, not the cache (which holds ``count``)
+        return {k: v for k, v in self.__dict__.items() if k != "_acct"}
 
     def sources(self) -> dict[str, set[int]]:
         """Src(e): own pointers plus every predecessor version's pointers."""
@@ -171,11 +219,14 @@ class IndexEntry:
         return " | ".join(parts)
 
     def to_json(self) -> dict:
+        return self._json([v.to_json() for v in self.versions])
+
+    def _json(self, versions: list) -> dict:
         return {"id": self.entry_id, "z": encode_vec(self.z), "time": self.time.isoformat(),
                 "first_time": self.first_time.isoformat(), "text": self.text, "page": self.page, "kind": self.kind,
                 "support": self.support, "pointers": {s: encode_turns(t) for s, t in self.pointers.items()},
                 "entities": dict(self.entities), "states": self.states,
-                "versions": [v.to_json() for v in self.versions], "labels": dict(self.labels),
+                "versions": versions, "labels": dict(self.labels),
                 "links": self.links, "members": self.members, "compact": self.compact,
                 **({"visual": dict(self.visual)} if self.visual else {}),
                 **({"image_z": encode_vec(self.image_z)} if self.image_z is not None else {}),
@@ -281,11 +332,16 @@ class ActiveIndex:
 
     # -- accounting ----------------------------------------------------------------------------
     def usage(self, count) -> tuple[int, int, int, int]:
-        """(entries, pages, index tokens, index bytes) — the WriteBudget dimensions, measured from the state
-        with the definition the harness uses (``c3m.budget.measure_index``), so the two cannot disagree."""
-        from ..budget import measure_index
-
-        return measure_index(self.state(), count).as_tuple()
+        """(entries, pages, index tokens, index bytes) — the WriteBudget dimensions, exactly what the harness's
+        ``c3m.budget.measure_index(self.state(), count)`` gives, so the two cannot disagree; but incremental:
+        each entry's routing-text tokens and JSON bytes are cached on the entry (``IndexEntry.accounting``), and
+        the state's JSON is the rest of the state (entries left out) plus the entries' bytes and their commas."""
+        per_entry = [e.accounting(count) for e in self.entries.values()]
+        pages = [{"z": encode_vec(p.z), "summary": p.summary} for p in self.pages]
+        rest = _json_len(self._state([], pages))
+        n = len(per_entry)
+        tokens = sum(t for t, _ in per_entry) + sum(count(p["summary"]) for p in pages)
+        return n, len(pages), tokens, rest + sum(b for _, b in per_entry) + max(0, n - 1)
 
     @staticmethod
     def over(usage, budget: WriteBudget) -> list[str]:
@@ -309,9 +365,12 @@ class ActiveIndex:
 
     # -- persistence -------------------------------------------------------------------------
     def state(self) -> dict:
+        return self._state([e.to_json() for e in self.ordered()],
+                           [{"z": encode_vec(p.z), "summary": p.summary} for p in self.pages])
+
+    def _state(self, entries: list, pages: list) -> dict:
         return {**self.meta, "dim": self.dim, "next_id": self.next_id, "n_docs": self.n_docs, "df": dict(self.df),
-                "entries": [e.to_json() for e in self.ordered()],
-                "pages": [{"z": encode_vec(p.z), "summary": p.summary} for p in self.pages]}
+                "entries": entries, "pages": pages}
 
     @classmethod
     def from_state(cls, d: dict) -> "ActiveIndex":

@@ -56,9 +56,11 @@ def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> N
         dst.states = []
     else:
         dst.states = list(dict.fromkeys(dst.states + src.states))[-MAX_STATES:]
+    dst.touch()  # labels and entities changed in place
     del index.entries[src.entry_id]
     for e in index.entries.values():
-        e.links = [[dst.entry_id if t == src.entry_id else t, r, c] for t, r, c in e.links]
+        if any(t == src.entry_id for t, _, _ in e.links):  # only these change (the others' accounting stays cached)
+            e.links = [[dst.entry_id if t == src.entry_id else t, r, c] for t, r, c in e.links]
 
 
 def safe_pair(index: ActiveIndex, head, delta: float, k: int = 4):

@@ -138,6 +138,7 @@ def apply(index: ActiveIndex, unit: Unit, decision: Decision, summary: str, budg
         e.entities.update(_entity_counter(unit))
         e.time = max(e.time, unit.time)
         _trim(e)
+        e.touch()  # versions, labels and entities changed in place
         log["entry"] = e.entry_id
     else:
         e = IndexEntry(index.new_id(), normalize(unit.z), P_t, unit.time, unit.time, summary,
