@@ -100,6 +100,16 @@ def decode_turns(s: str) -> set[int]:
     return out
 
 
+def _union_into(out: dict[str, set[int]], b: dict[str, set[int]]) -> None:
+    """``out = merge_pointers(out, b)`` without copying ``out`` (same keys in the same order, same sets)."""
+    for s, t in b.items():
+        got = out.get(s)
+        if got is None:
+            out[s] = set(t)
+        else:
+            got.update(t)
+
+
 def merge_pointers(a: dict[str, set[int]], b: dict[str, set[int]]) -> dict[str, set[int]]:
     out = {s: set(t) for s, t in a.items()}
     for s, t in b.items():
@@ -192,7 +202,7 @@ class IndexEntry:
         """Src(e): own pointers plus every predecessor version's pointers."""
         out = {s: set(t) for s, t in self.pointers.items()}
         for v in self.versions:
-            out = merge_pointers(out, v.pointers)
+            _union_into(out, v.pointers)
         return out
 
     def top_entities(self, n: int = MAX_ENTITIES) -> list[str]:
@@ -298,6 +308,7 @@ class ActiveIndex:
         self.df: Counter = Counter()
         self.n_docs = 0
         self.next_id = 0
+        self._node_ids: dict[tuple[str, str, int], str] = {}  # pointer_ids' memo
 
     # -- ids, statistics ---------------------------------------------------------------------
     def new_id(self) -> str:
@@ -324,11 +335,22 @@ class ActiveIndex:
     def sources(self) -> dict[str, set[int]]:
         out: dict[str, set[int]] = {}
         for e in self.entries.values():
-            out = merge_pointers(out, e.sources())
+            _union_into(out, e.sources())
         return out
 
     def pointer_ids(self, namespace: str) -> set[str]:
-        return {node_id_for(namespace, s, t) for s, turns in self.sources().items() for t in turns}
+        """Raw-Node ids of every pointer (each commit's snapshot stores them). The ids are memoised per
+        (namespace, session, turn): hashing every pointed-to turn again at each commit grew with the history."""
+        memo = self._node_ids
+        out = set()
+        for s, turns in self.sources().items():
+            for t in turns:
+                key = (namespace, s, t)
+                nid = memo.get(key)
+                if nid is None:
+                    nid = memo[key] = node_id_for(namespace, s, t)
+                out.add(nid)
+        return out
 
     # -- accounting ----------------------------------------------------------------------------
     def usage(self, count) -> tuple[int, int, int, int]:
@@ -356,10 +378,14 @@ class ActiveIndex:
         used = sorted({e.page for e in self.entries.values()})
         remap = {old: new for new, old in enumerate(used)}
         for e in self.entries.values():
-            e.page = remap[e.page]
+            if e.page != remap[e.page]:  # an unchanged entry keeps its cached accounting
+                e.page = remap[e.page]
         self.pages = []
+        by_page: dict[int, list[IndexEntry]] = {}
+        for e in self.ordered():  # one sort for all pages (page_entries per page sorted them all each time)
+            by_page.setdefault(e.page, []).append(e)
         for p in range(len(used)):
-            members = self.page_entries(p)
+            members = by_page[p]
             z = normalize(sum(e.z * e.support for e in members))
             self.pages.append(IndexPage(z, page_label(members)))
 
