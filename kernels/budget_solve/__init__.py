@@ -39,7 +39,7 @@ def _np(x, dtype=None):
 
 def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode: str = "exact",
                  coverage=None, coverage_weights=None, lam: float = 1.0, token_buckets: int = 64,
-                 max_iter: int = 6, backend: Optional[str] = None):
+                 max_iter: int = 6, lengths=None, backend: Optional[str] = None):
     """Choose items per instance to maximise value under four budgets; never exceeds any budget.
 
     Args:
@@ -62,6 +62,9 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
             item costs rounded *up*, so results are always feasible; if the token budget is at most
             ``token_buckets`` (and costs are integers) the DP is exactly optimal.
         max_iter: coverage mode iterations per start.
+        lengths: optional ``[B]`` ints: instance b has ``lengths[b]`` real items, the rest of its row is
+            padding (never chosen, costs and coverage ignored). A batch of ragged instances then gives
+            each instance exactly the selection it gets when solved alone, unpadded.
         backend: ``None``/"auto", "triton", "cpu" or "reference"
             (env ``C3M_KERNELS_BACKEND_BUDGET_SOLVE``).
 
@@ -132,6 +135,18 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
             if w.shape != (B, cov.shape[2]):
                 raise ValueError(f"{OP}: coverage_weights must be [B, L]=[{B}, {cov.shape[2]}], got "
                                  f"{list(w.shape)}")
+    if lengths is not None:
+        n = _np(lengths)
+        if n.shape != (B,) or n.dtype.kind not in "iu" or (B and (n.min() < 0 or n.max() > M)):
+            raise ValueError(f"{OP}: lengths must be [B]=[{B}] ints in [0, M={M}], got {list(n.shape)} {n.dtype}")
+        pad = np.arange(M)[None, :] >= n[:, None]
+        if pad.any():
+            v, c = np.where(pad, 0.0, v), np.where(pad[:, :, None], 0.0, c)
+            if groups is not None:
+                g = np.where(pad, -1, g)
+            if cov is not None:
+                cov = cov & ~pad[:, :, None]
+        lengths = n.astype(np.int64)
     if not isinstance(token_buckets, int) or token_buckets < 1:
         raise ValueError(f"{OP}: token_buckets must be a positive int, got {token_buckets!r}")
 
@@ -174,7 +189,9 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
         if mode == "exact":
             chosen = dp(v, icost, g, gi, caps)
         else:
-            chosen = coverage_solve(v, icost, g, gi, caps, cov, w, lam, max_iter=max_iter, dp=dp)
+            chosen = coverage_solve(v, icost, g, gi, caps, cov, w, lam, max_iter=max_iter, dp=dp, lengths=lengths)
+    if lengths is not None and B and M:
+        chosen = chosen & (np.arange(M)[None, :] < lengths[:, None])
     if torch_in:
         import torch
 

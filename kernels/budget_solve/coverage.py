@@ -114,18 +114,23 @@ def local_search(chosen, values, icost, groups, gcost, caps, cov, w, lam, max_ro
 
     Feasibility is checked in the DP's units (bucketed tokens rounded up, clipped budgets), so every
     accepted move keeps the raw-token answer feasible. Each move strictly increases the objective;
-    it stops when no move improves or after ``max_rounds`` (default 2·M) rounds. O(B·M²·L) per
-    round, vectorised over the instances that still moved in the previous round.
+    it stops when no move improves or after ``max_rounds`` rounds: an int, or one per instance
+    (default 2·M). O(B·M²·L) per round, vectorised over the instances that still moved in the
+    previous round.
     """
     chosen = chosen.copy()
     B, M = chosen.shape
+    limit = np.broadcast_to(np.asarray(2 * M if max_rounds is None else max_rounds, np.int64), (B,))
     G = gcost.shape[1]
     covf = cov.astype(np.float64)
     gpad = np.concatenate([gcost, np.zeros((B, 1, 4), np.int64)], axis=1)  # index G = no group
     gidx = np.where(groups >= 0, groups, G)
     gc_item = np.take_along_axis(gpad, gidx[:, :, None], axis=1)  # [B, M, 4] group cost of item
     rows = np.arange(B)
-    for _ in range(max_rounds or 2 * M):
+    for round_ in range(int(limit.max()) if B else 0):
+        rows = rows[limit[rows] > round_]
+        if rows.size == 0:
+            break
         r = rows
         best_add, ga, best_sw, gs = _best_moves(
             chosen[r], values[r], icost[r], groups[r], gcost[r], caps[r], cov[r], covf[r], w[r],
@@ -152,19 +157,26 @@ def _dp_stacked(dp, value_sets, rows, icost, groups, gcost, caps):
     return np.split(out, V)
 
 
+def _order_noise(seed: int, start: int, it: int, M: int) -> np.ndarray:
+    """The random item order of variant 2 at (start, iteration): one row for every instance, drawn from
+    its own stream, so an instance's result never depends on the batch around it (its position, the
+    others' progress, or padding: a longer draw of one stream starts with the shorter one)."""
+    return np.random.default_rng((seed, start, it)).random(M)
+
+
 def coverage_solve(values, icost, groups, gcost, caps, coverage, coverage_weights, lam,
                    max_iter: int = 6, variants=(0, 1, 2), seed: int = 0,
-                   local_moves: bool = True, dp=dp_solve):
+                   local_moves: bool = True, dp=dp_solve, lengths=None):
     """Batched coverage-aware selection (see module docstring). Returns ``chosen [B, M]`` bool.
 
     ``dp`` is the exact additive solver used as the oracle (numba by default; the Triton one on GPU).
+    ``lengths`` ``[B]``: instance b's real items are its first ``lengths[b]`` (the rest is padding, inert),
+    which bounds its local search as if it were solved alone.
     """
     values = np.asarray(values, np.float64)
     cov = np.asarray(coverage, bool)
     B, M, L = cov.shape
     w = np.ones((B, L)) if coverage_weights is None else np.asarray(coverage_weights, np.float64)
-
-    rng = np.random.default_rng(seed)
 
     def obj(ch, rows=slice(None)):
         return (ch * values[rows]).sum(axis=1) + lam * coverage_value(ch, cov[rows], w[rows])
@@ -174,18 +186,17 @@ def coverage_solve(values, icost, groups, gcost, caps, coverage, coverage_weight
                          icost, groups, gcost, caps)
     best = starts[0].copy()
     best_obj = obj(best)
-    for cur in starts:
+    for start, cur in enumerate(starts):
         cur = cur.copy()
         cur_obj = obj(cur)
         rows = all_rows  # instances still improving: only these go back to the DP
-        for _ in range(max_iter):
+        for it in range(max_iter):
             base = cur[rows]
             improved = np.zeros(rows.size, bool)
             value_sets = []
             for var in variants:
-                # draw for every instance, then take the rows: the random orders do not depend
-                # on which other instances are still improving
-                rand = rng.random((B, M))[rows] if var == 2 else None
+                rand = (np.broadcast_to(_order_noise(seed, start, it, M), (rows.size, M))
+                        if var == 2 else None)
                 h = _tight_minorant(base, values[rows], cov[rows], w[rows], var, rand)
                 value_sets.append(values[rows] + lam * h)
             # every variant's minorant is built at ``base``, so their DPs are independent
@@ -199,7 +210,8 @@ def coverage_solve(values, icost, groups, gcost, caps, coverage, coverage_weight
             if rows.size == 0:
                 break
         if local_moves:
-            cur = local_search(cur, values, icost, groups, gcost, caps, cov, w, lam)
+            rounds = None if lengths is None else 2 * np.asarray(lengths, np.int64)
+            cur = local_search(cur, values, icost, groups, gcost, caps, cov, w, lam, rounds)
             cur_obj = obj(cur)
         better = cur_obj > best_obj + 1e-12
         best = np.where(better[:, None], cur, best)
