@@ -18,6 +18,18 @@ class TextEmbedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+def embed_exact(embedder: TextEmbedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed many texts so that each vector is exactly ``embedder.embed([text])[0]``: a batched read must give the
+    per-question contexts bit for bit, and padding a batch changes a transformer's last bits. Uses the backend's
+    own ``embed_exact`` (pad-free batches), one call when it declares ``batch_invariant``, else one text at a time."""
+    texts = list(texts)
+    if hasattr(embedder, "embed_exact"):
+        return embedder.embed_exact(texts)
+    if getattr(embedder, "batch_invariant", False) or len(texts) <= 1:
+        return np.asarray(embedder.embed(texts), np.float32).reshape(len(texts), embedder.dim)
+    return np.stack([np.asarray(embedder.embed([t])[0], np.float32) for t in texts])
+
+
 @runtime_checkable
 class TokenCounter(Protocol):
     """Counts text tokens the way the reader budget charges them."""

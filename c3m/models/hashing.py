@@ -16,6 +16,9 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
 class HashingEmbedder:
+    #: each text's vector depends on that text alone, so a batched read may embed many questions at once
+    batch_invariant = True
+
     def __init__(self, dim: int = 384):
         if dim < 8:
             raise ValueError(f"dim must be >= 8, got {dim}")

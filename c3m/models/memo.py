@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .base import TextEmbedder
+from .base import TextEmbedder, embed_exact
 
 
 class MemoEmbedder:
@@ -24,11 +24,18 @@ class MemoEmbedder:
         self.hits = self.misses = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self.inner.embed)
+
+    def embed_exact(self, texts: Sequence[str]) -> np.ndarray:
+        """Batch-invariant embedding (``c3m.models.base.embed_exact``) through the same memo."""
+        return self._embed(texts, lambda todo: embed_exact(self.inner, todo))
+
+    def _embed(self, texts: Sequence[str], compute) -> np.ndarray:
         todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
         self.misses += len(todo)
         self.hits += len(texts) - len(todo)
         if todo:
-            for text, vec in zip(todo, self.inner.embed(todo)):
+            for text, vec in zip(todo, compute(todo)):
                 self._memo[text] = vec
         out = np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
         for t in texts:

@@ -169,6 +169,21 @@ class MiniLMEmbedder:
             x = _layer_norm(f, *ln2, self.eps)
         return x.reshape(b, n, h)
 
+    def embed_exact(self, texts: Sequence[str]) -> np.ndarray:
+        """``embed`` in pad-free batches (texts of one token length together): each vector is bit-for-bit what
+        ``embed([text])`` gives, so a batched read returns exactly the per-question contexts (padding changes the
+        last bits of a padded text's vector)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        lens = [len(e.ids) for e in self.tokenizer.encode_batch([t if t.strip() else "[empty]" for t in texts])]
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(lens):
+            groups.setdefault(n, []).append(i)
+        for idx in groups.values():
+            out[idx] = self.embed([texts[i] for i in idx])
+        return out
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = [t if t.strip() else "[empty]" for t in texts]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
