@@ -130,20 +130,26 @@ def cmd_ingest(args) -> int:
     bar = tqdm(total=sum(len(h.sessions) for h in histories), desc="ingest", unit="session",
                disable=args.quiet)
     per_namespace: dict[str, dict] = {}
-    for history in histories:
-        namespace = args.namespace if args.namespace else f"{args.namespace_prefix}{history.id}"
-        row = per_namespace.setdefault(namespace, {"namespace": namespace, "histories": [], "sessions_new": 0,
-                                                   "sessions_unchanged": 0})
-        row["histories"].append(history.id)
-        with Memory(args.store, namespace, config=cfg, models=models) as mem:
-            models = mem.models  # load weights once for all histories
+    root = None  # one store connection and one set of models for every history (tenants of one Memory)
+    try:
+        for history in histories:
+            namespace = args.namespace if args.namespace else f"{args.namespace_prefix}{history.id}"
+            row = per_namespace.setdefault(namespace, {"namespace": namespace, "histories": [], "sessions_new": 0,
+                                                       "sessions_unchanged": 0})
+            row["histories"].append(history.id)
+            root = root or Memory(args.store, namespace, config=cfg, models=models)
+            mem = root.tenant(namespace)
             for session in history.sessions:  # questions stay in the dataset: the write path never sees them
                 res = mem.add_session(session)
                 row["sessions_new" if res.created else "sessions_unchanged"] += 1
                 totals["raw_nodes"] += res.raw_nodes if res.created else 0
                 totals["images"] += res.images if res.created else 0
                 bar.update(1)
-        totals["histories"] += 1
+            root.release(namespace)  # its index is in the store; keep memory flat over many histories
+            totals["histories"] += 1
+    finally:
+        if root is not None:
+            root.close()
     bar.close()
     for key in ("sessions_new", "sessions_unchanged"):
         totals[key] = sum(r[key] for r in per_namespace.values())

@@ -172,3 +172,24 @@ def test_eval_console_shows_judged_accuracy(dataset, tmp_path, capsys):
     code, out, _ = run(capsys, "eval", "--dataset", dataset, "--text-embedder", "hashing", "--out", tmp_path / "ev2",
                        "--methods", "dense-topk")
     assert "judged_acc" not in out
+
+
+def test_ingest_of_several_histories_with_perception_shares_one_store(tmp_path, capsys):
+    """Every history goes through one store connection: the perception cache of the first history's store used to
+    be closed under the second one ('Cannot operate on a closed database')."""
+    from c3m.eval.synth import generate_dataset
+
+    ds = generate_dataset(tmp_path / "ds", length=2000, episodes=2, seed=3, progress=False)
+    store = tmp_path / "s"
+    code, out, err = run(capsys, "ingest", ds, "--store", store, "--text-embedder", "hashing",
+                         "--perception", f"oracle:{ds}", "--quiet")
+    assert code == 0, err
+    assert "ingested 2 histories into 2 namespace(s)" in out
+    from c3m.store import ColdStore
+
+    s = ColdStore(store, create=False)
+    try:
+        with_images = [n.node_id for ns in s.namespaces() for n in s.iter_nodes(ns) if n.images]
+        assert with_images and s.perceptions(with_images)  # both histories' images were perceived
+    finally:
+        s.close()
