@@ -41,6 +41,13 @@ class MemoryConfig:
     reader_budget: ReaderBudget = field(default_factory=ReaderBudget)
     max_image_bytes: int = 20 * 1024 * 1024
     method_options: dict[str, Any] = field(default_factory=dict)
+    #: where the batched read path runs its kernels: ``cpu`` (numpy + numba) or a torch CUDA device such as
+    #: ``cuda`` / ``cuda:1`` (Triton)
+    device: str = "cpu"
+
+    def __post_init__(self):
+        if not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise InvalidInput("device", f"unknown device {self.device!r}", fix="use 'cpu', 'cuda' or 'cuda:N'")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> "MemoryConfig":

@@ -4,6 +4,11 @@ One ``Memory`` = one store folder + one namespace + one method. Safe to open fro
 every write takes the store's write lock, first catches the method's index up with sessions that
 other processes committed (from their snapshots, or by replaying the immutable Raw Nodes), then
 commits the new session's Raw Nodes *and* the new index snapshot in one transaction.
+
+Many users (namespaces) in one process: ``mem.tenant(namespace)`` opens another namespace on the same store
+connection, models and configuration, and ``mem.retrieve_many([(namespace, question), ...])`` reads a batch
+over any of them through the method's batched read path (one embedding call, one ragged top-k launch, one
+budget solve; ``MemoryMethod.retrieve_many``).
 """
 from __future__ import annotations
 
@@ -38,24 +43,58 @@ class Memory:
     """Open (or create) a store at ``path`` and work in ``namespace`` with one memory method."""
 
     def __init__(self, path: str | Path, namespace: str = "default", *, config: MemoryConfig | None = None,
-                 models: Models | None = None, method: str | None = None):
+                 models: Models | None = None, method: str | None = None, _parent: "Memory | None" = None):
         self.config = config or MemoryConfig()
         if method is not None:
             self.config = self.config.with_(method=method)
         self.namespace = check_namespace(namespace)
         cls = method_class(self.config.method)
-        self.store = ColdStore(path)
+        self._parent = _parent
+        self.store = _parent.store if _parent is not None else ColdStore(path)
         self.models = models or Models.from_names(self.config.text_embedder, self.config.token_counter,
                                                   self.config.answerer, self.config.perception,
                                                   self.config.image_embedder, store=self.store)
         self.method: MemoryMethod = cls(self.store, self.namespace, self.models,
                                         write_budget=self.config.write_budget, options=self.config.method_options)
+        self.method.device = self.config.device
+        self._tenants: dict[str, Memory] = {self.namespace: self}
+        self._arena = None  # the key arena this Memory's tenants share (created with the second tenant)
+        if _parent is not None:
+            self.method.attach_arena(_parent._shared_arena())
         self._version: int | None = None  # seq of the last session folded into self.method
         self.sync()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        self.store.close()
+        """Close the store (a tenant opened by ``tenant`` shares its parent's, which the parent closes)."""
+        if self._parent is None:
+            self.store.close()
+
+    def tenant(self, namespace: str) -> "Memory":
+        """This store's ``namespace`` as a ``Memory`` with the same models, configuration and store connection
+        (kept open: a service reads many users; ``retrieve_many`` batches over them)."""
+        root = self._parent or self
+        namespace = check_namespace(namespace)
+        if namespace not in root._tenants:
+            root._tenants[namespace] = Memory(root.store.path, namespace, config=root.config, models=root.models,
+                                              _parent=root)
+        return root._tenants[namespace]
+
+    def release(self, namespace: str) -> None:
+        """Drop a tenant's in-memory index (the store keeps everything; ``tenant`` reloads it from its snapshot)."""
+        root = self._parent or self
+        t = root._tenants.pop(namespace, None) if namespace != root.namespace else None
+        if t is not None and root._arena is not None:
+            root._arena.drop(namespace)
+
+    def _shared_arena(self):
+        root = self._parent or self
+        if root._arena is None:
+            from .read.arena import KeyArena
+
+            root._arena = KeyArena(root.models.text_embedder.dim)
+            root.method.attach_arena(root._arena)
+        return root._arena
 
     def __enter__(self) -> "Memory":
         return self
@@ -182,12 +221,43 @@ class Memory:
         self.sync()
         budget = budget or self.config.reader_budget
         ctx = self.method.retrieve(question, budget)
-        if check:
-            measured = self.measure(ctx, budget)
-            check_context(measured, self.method.name)
-            if measured.use != ctx.use:  # the method's own report is not trusted: show what was measured
-                ctx = replace(ctx, use=measured.use)
-        return ctx
+        return self._checked(ctx, budget) if check else ctx  # the method's own report is not trusted
+
+    def retrieve_many(self, requests: Sequence[tuple[str, str]], budget: ReaderBudget | None = None, *,
+                      check: bool = True) -> list[Context]:
+        """Contexts for many ``(namespace, question)`` requests, read as one batch (module docstring): each is
+        the context ``tenant(namespace).retrieve(question, budget)`` returns, measured and checked the same way."""
+        from .errors import InvalidInput
+
+        budget = budget or self.config.reader_budget
+        tenants = []
+        for i, req in enumerate(requests):
+            if not (isinstance(req, (tuple, list)) and len(req) == 2):
+                raise InvalidInput(f"requests[{i}]", f"must be a (namespace, question) pair, got {req!r}",
+                                   fix="pass [(namespace, question), ...]")
+            namespace, question = req
+            if not isinstance(question, str) or not question.strip():
+                raise InvalidInput(f"requests[{i}].question", "must be a non-empty string", fix="ask a question")
+            try:
+                tenants.append(self.tenant(namespace))
+            except InvalidInput as exc:
+                raise InvalidInput(f"requests[{i}].namespace", exc.message, fix=exc.fix) from None
+        for t in dict.fromkeys(tenants):
+            t.sync()
+        by_class: dict[type, list[int]] = {}
+        for i, t in enumerate(tenants):
+            by_class.setdefault(type(t.method), []).append(i)
+        out: list[Context | None] = [None] * len(requests)
+        for cls, idx in by_class.items():
+            got = cls.retrieve_many([(tenants[i].method, requests[i][1], budget) for i in idx])
+            for i, ctx in zip(idx, got):
+                out[i] = tenants[i]._checked(ctx, budget) if check else ctx
+        return out  # type: ignore[return-value]
+
+    def _checked(self, ctx: Context, budget: ReaderBudget) -> Context:
+        measured = self.measure(ctx, budget)
+        check_context(measured, self.method.name)
+        return replace(ctx, use=measured.use) if measured.use != ctx.use else ctx
 
     def measure(self, ctx: Context, budget: ReaderBudget | None = None) -> Measured:
         """What ``ctx`` really uses of ``budget``, recomputed from the store (``c3m.budget``)."""

@@ -49,6 +49,9 @@ class MemoryMethod(ABC):
     summary: ClassVar[str] = ""
     reads: ClassVar[str] = "Raw Nodes"
     paper: ClassVar[str] = ""
+    #: where the batched read path runs its kernels: "cpu" (numpy + numba) or a torch device such as "cuda"
+    #: (Triton); ``Memory`` sets it from ``MemoryConfig.device``
+    device: str = "cpu"
 
     def __init__(self, store: ColdStore, namespace: str, models: Models, *,
                  write_budget: WriteBudget = WriteBudget(), options: dict[str, Any] | None = None):
@@ -153,6 +156,30 @@ class MemoryMethod(ABC):
     @abstractmethod
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
         """Build a context that never exceeds ``budget`` on any dimension."""
+
+    @classmethod
+    def retrieve_many(cls, requests: Sequence[tuple["MemoryMethod", str, ReaderBudget]]) -> list[Context]:
+        """Contexts for many (method instance, question, budget) requests at once, instances of this class over
+        any namespaces (tenants). A method whose read path batches (one embedding call, one ragged top-k launch,
+        one budget solve for all requests) overrides this; each context must equal what ``retrieve`` gives for
+        that request alone. The default asks them one by one."""
+        return [m.retrieve(q, b) for m, q, b in requests]
+
+    def attach_arena(self, arena, key: str | None = None) -> None:
+        """Keep this tenant's read keys in ``arena`` (a ``c3m.read.arena.KeyArena`` shared by the tenants one
+        ``Memory`` opens) under ``key`` (default: the namespace), so batches over many tenants are one ragged
+        launch. Methods without one ignore it."""
+
+    def retrieve_batch(self, questions: Sequence[str], budgets: ReaderBudget | Sequence[ReaderBudget]) -> list[Context]:
+        """``retrieve`` for many questions on this index (one budget for all, or one each), batched."""
+        if isinstance(budgets, ReaderBudget):
+            budgets = [budgets] * len(questions)
+        if len(budgets) != len(questions):
+            from ..errors import InvalidInput
+
+            raise InvalidInput("budgets", f"{len(budgets)} budgets for {len(questions)} questions",
+                               fix="pass one ReaderBudget for all questions, or one per question")
+        return type(self).retrieve_many([(self, q, b) for q, b in zip(questions, budgets)])
 
     @abstractmethod
     def state(self) -> dict: ...

@@ -26,9 +26,11 @@ import numpy as np
 from ..errors import InvalidInput
 from ..models.relation_head import RELATION_HEADS, is_relation_head_name, make_relation_head
 from ..models.summary import LeadSummarizer
-from ..read.bmer import BmerConfig, expand_pool, lexical, route, select
-from ..read.compose import FORM_NAMES, SELECTORS, Candidate, ComposeConfig, compose, is_selector_name, make_selector
-from ..read.expand import expand_entries
+from ..read.batch import query_vectors, segments_scores, segments_topk, solve_many
+from ..read.bmer import BmerConfig, lexical, pool_from_ranked, pool_owners, route, routing_keys, select
+from ..read.compose import (FORM_NAMES, SELECTORS, Candidate, ComposeConfig, compose_finish, compose_plan,
+                            is_selector_name, make_selector, solve_instance)
+from ..read.expand import anchor_graph, expand_entries
 from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace
 from ..write.capacity import enforce
 from ..index.active import MAX_VISUAL, ActiveIndex, normalize
@@ -171,6 +173,7 @@ class C3M(MemoryMethod):
 
     # -- state -------------------------------------------------------------------------------
     def reset(self) -> None:
+        self._route_keys, self._graph = None, False
         self.index = ActiveIndex(self.models.text_embedder.dim,
                                  {"embedder": self.models.text_embedder.name, "head": self.head.name})
 
@@ -179,6 +182,7 @@ class C3M(MemoryMethod):
 
     def load_state(self, state: dict) -> None:
         self.index = ActiveIndex.from_state(state)
+        self._route_keys, self._graph = None, False
 
     def pointers(self) -> set[str]:
         return self.index.pointer_ids(self.namespace)
@@ -226,6 +230,7 @@ class C3M(MemoryMethod):
         return text + (f" [{unit.images} image{'s' if unit.images > 1 else ''}]" if unit.images else "")
 
     def observe(self, session_id: str, nodes: Sequence[RawNode]) -> list[dict]:
+        self._route_keys, self._graph = None, False  # the index changes below
         actions = []
         c = self.cfg
         for unit in self._units(nodes):
@@ -243,39 +248,88 @@ class C3M(MemoryMethod):
     # -- read --------------------------------------------------------------------------------
     def _query(self, question: str) -> tuple[np.ndarray, set[str]]:
         """The question's vector and its lexical keys (entities, states and the entities' words)."""
-        q = self.models.text_embedder.embed([question])[0].astype(np.float32)
-        ents, states, *_ = self.anchors.describe([question])[0]
-        return q, set(ents) | set(states) | {w for k in ents for w in k.split()}
+        q = query_vectors([self.models.text_embedder], [question])[0]
+        return q, self._keys(self.anchors.describe([question])[0])
+
+    @staticmethod
+    def _keys(described) -> set[str]:
+        ents, states, *_ = described
+        return set(ents) | set(states) | {w for k in ents for w in k.split()}
+
+    def _routing_keys(self) -> np.ndarray:
+        """``bmer.routing_keys`` of the current index, kept until the index changes (observe / load / reset)."""
+        if self._route_keys is None:
+            self._route_keys = routing_keys(self.index)
+        return self._route_keys
+
+    def _anchor_graph(self):
+        """``expand.anchor_graph`` of the current index, kept like the routing keys."""
+        if self._graph is False:
+            c = self.cfg
+            self._graph = anchor_graph(self.index, k_edge=c.k_edge, use_idf=c.idf, visual=c.visual_anchors)
+        return self._graph
 
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
-        q, keys = self._query(question)
-        if self.cfg.reader == "c3m":
-            return select(self.index, self.namespace, question, q, keys, budget, self.read_cfg,
-                          vectors=self.node_vectors, get_nodes=self.store.get_nodes,
-                          count=self.models.token_counter.count, method=self.name)
-        return self._read_unified(question, q, keys, budget)
+        return self.retrieve_many([(self, question, budget)])[0]
 
-    def _read_unified(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget) -> Context:
-        """BMER routing → anchor-graph expansion → node memories → vertical composition (module docstring)."""
-        found = self._pool(question, q, keys, budget)
-        if isinstance(found, Context):
-            return found
-        cands, trace = found
-        return compose(question, q, cands, budget, self.compose_cfg, selector=self.selector, vectors=self.node_vectors,
-                       count=self.models.token_counter.count, trace=trace)
+    @classmethod
+    def retrieve_many(cls, requests) -> list[Context]:
+        """The read path for a batch of (method, question, budget) over any tenants, stage by stage: one embedding
+        call, one anchor-extraction call, one ragged launch for routing scores, one for every question's node pool,
+        one budget solve for every composition. Routing, expansion and composition run per question in between
+        (a few dozen entries each). ``retrieve`` is the batch of one."""
+        ms = [m for m, _, _ in requests]
+        questions = [q for _, q, _ in requests]
+        Q = query_vectors([m.models.text_embedder for m in ms], questions)
+        keys = _describe_many(ms, questions)
+        device = ms[0].device if ms else "cpu"
+        cos = segments_scores(Q, [m._routing_keys() for m in ms], device=device)
+        out: list[Context | None] = [None] * len(requests)
+        staged = []
+        for i, (m, question, budget) in enumerate(requests):
+            if m.cfg.reader == "c3m":
+                out[i] = select(m.index, m.namespace, question, Q[i], keys[i], budget, m.read_cfg,
+                                vectors=m.node_vectors, get_nodes=m.store.get_nodes,
+                                count=m.models.token_counter.count, method=m.name, cos=cos[i])
+                continue
+            found = m._route_expand(question, Q[i], keys[i], budget, cos[i])
+            if isinstance(found, Context):
+                out[i] = found
+            else:
+                staged.append((i, found))
+        pools = _pools(requests, Q, staged, device)
+        plans = []
+        for (i, (pages, members, routed, expanded_n)), (ids, pool) in zip(staged, pools):
+            m, question, budget = requests[i]
+            cands, trace = m._candidates(pages, members, routed, expanded_n, ids, pool)
+            plan = compose_plan(question, Q[i], cands, budget, m.compose_cfg, selector=m.selector,
+                                vectors=m.node_vectors, count=m.models.token_counter.count, trace=trace)
+            if isinstance(plan, Context):
+                out[i] = plan
+            else:
+                plans.append((i, plan, solve_instance(plan, m.compose_cfg)))
+        solved = iter(solve_many([inst for _, _, inst in plans if inst is not None]))
+        for i, plan, inst in plans:
+            out[i] = compose_finish(plan, next(solved) if inst is not None else np.zeros(0, bool))
+        return out  # type: ignore[return-value]
 
     def retrieval_pool(self, question: str, budget: ReaderBudget) -> tuple[np.ndarray, list[Candidate]]:
         """The unified reader's memories before composition: (query vector, candidates). The selector's training
         data (``training/train_selector_ppo.py``) is exactly what ``compose`` would be handed."""
         q, keys = self._query(question)
-        found = self._pool(question, q, keys, budget)
-        return q, ([] if isinstance(found, Context) else found[0])
+        cos, = segments_scores(q[None], [self._routing_keys()], device=self.device)
+        found = self._route_expand(question, q, keys, budget, cos)
+        if isinstance(found, Context):
+            return q, []
+        (ids, pool), = _pools([(self, question, budget)], q[None], [(0, found)], self.device)
+        return q, self._candidates(*found, ids, pool)[0]
 
-    def _pool(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget):
-        """Route, expand and pool: (candidates, trace), or an empty Context when nothing can be routed."""
+    def _route_expand(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget, cos: np.ndarray):
+        """Route and expand: (pages, members, routed count, expanded count), or an empty Context when nothing can
+        be routed."""
         c = self.cfg
         reserve = min(c.expansion_pages, max(0, budget.pages - 1)) if c.expansion else 0
-        pages, routed = route(self.index, q, keys, replace(budget, pages=budget.pages - reserve), self.read_cfg)
+        pages, routed = route(self.index, q, keys, replace(budget, pages=budget.pages - reserve), self.read_cfg, cos)
         if not routed:
             note = "empty memory" if not self.index.entries else "no page routed (page budget 0)"
             return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=(note,)))
@@ -284,7 +338,8 @@ class C3M(MemoryMethod):
             read_pages = {p for p, _ in pages}
             found = expand_entries(self.index, [e for e, _ in routed], q, self.text_vectors,
                                    k_exp=c.k_exp if not reserve else 4 * c.k_exp, k_edge=c.k_edge, use_idf=c.idf,
-                                   visual=c.visual_anchors, allowed=None if reserve else (lambda e: e.page in read_pages))
+                                   visual=c.visual_anchors, allowed=None if reserve else (lambda e: e.page in read_pages),
+                                   graph=self._anchor_graph())
             extra: dict[int, float] = {}  # pages opened by expansion: charged to the page budget (trace.pages)
             for e, s in found:
                 if len(expanded) == c.k_exp:
@@ -296,15 +351,17 @@ class C3M(MemoryMethod):
             pages = list(pages) + [(p, s) for p, s in extra.items()]
         score = lambda e: float(e.z @ q) + c.lexical * lexical(keys, e, self.index)  # noqa: E731  s(q, e)
         members = [(e, s, "routed") for e, s in routed] + [(e, score(e), "expanded") for e, _ in expanded]
-        ids, pool = expand_pool(members, self.namespace, q, self.read_cfg, get_nodes=self.store.get_nodes,
-                                vectors=self.node_vectors)
+        return pages, members, len(routed), len(expanded)
+
+    def _candidates(self, pages, members, n_routed: int, n_expanded: int, ids: list[str], pool: list):
+        """The pool's nodes as composition candidates, and the route trace so far."""
         seen = self.perception([n for n, _, _, _ in pool])
         cands = [Candidate(n.node_id, (n,), rel, perceptions={n.node_id: seen.get(n.node_id, [])}, origin=origin,
                            page=e.page) for n, rel, e, origin in pool]
         trace = RouteTrace(self.name, pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
                            entries=tuple((e.entry_id, round(s, 4)) for e, s, _ in members),
                            expanded_nodes=tuple(ids), scored=len(ids),
-                           notes=(f"{len(ids)} nodes from {len(routed)} routed + {len(expanded)} expanded entries on "
+                           notes=(f"{len(ids)} nodes from {n_routed} routed + {n_expanded} expanded entries on "
                                   f"{len(pages)} pages",))
         return cands, trace
 
@@ -355,3 +412,42 @@ class C3MPaper(C3M):
     reads = "Raw Nodes + images"
     paper = "C3M (this repo's paper reading)"
     preset = PAPER
+
+
+def _describe_many(methods, questions) -> list[set[str]]:
+    """Every question's lexical keys, one anchor-extraction call per distinct describer."""
+    out: list[set[str] | None] = [None] * len(questions)
+    groups: dict[int, list[int]] = {}
+    for i, m in enumerate(methods):
+        groups.setdefault(id(m.anchors), []).append(i)
+    for idx in groups.values():
+        described = methods[idx[0]].anchors.describe([questions[i] for i in idx])
+        for i, d in zip(idx, described):
+            out[i] = C3M._keys(d)
+    return out  # type: ignore[return-value]
+
+
+def _pools(requests, Q, staged, device) -> list[tuple[list[str], list]]:
+    """Every staged question's node pool: its members expanded into Raw Nodes (one fetch per store), ranked by
+    cos(q, node) in one ragged launch; [(expanded ids, pool)] in ``staged`` order."""
+    owners = []
+    want: dict[int, tuple] = {}
+    for i, (pages, members, *_rest) in staged:
+        m = requests[i][0]
+        expanded, owner = pool_owners(members, m.namespace)
+        owners.append((expanded, owner))
+        want.setdefault(id(m.store), (m.store, set()))[1].update(expanded)
+    fetched = {key: store.get_nodes(sorted(ids)) for key, (store, ids) in want.items()}
+    segs, ks = [], []
+    for (i, _), (expanded, _) in zip(staged, owners):
+        m = requests[i][0]
+        nodes = fetched[id(m.store)]
+        segs.append(m.node_vectors([nodes[n] for n in expanded]) if expanded else np.zeros((0, Q.shape[1]), np.float32))
+        ks.append(min(m.read_cfg.pool, len(expanded)))
+    ranked = segments_topk(Q[[i for i, _ in staged]], segs, ks, device=device) if staged else []
+    out = []
+    for (i, _), (expanded, owner), V, (_, idx) in zip(staged, owners, segs, ranked):
+        m = requests[i][0]
+        pool = pool_from_ranked(expanded, owner, fetched[id(m.store)], V, Q[i], idx, m.read_cfg) if expanded else []
+        out.append((expanded, pool))
+    return out

@@ -122,10 +122,16 @@ class RankedNodesMethod(MemoryMethod):
 
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
         if not self.node_ids:
-            return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=("empty memory",)))
+            return self._empty(question, budget)
         scores = np.asarray(self.scores(question), dtype=np.float64)
         assert scores.shape == (len(self.node_ids),), f"{self.name}.scores gave {scores.shape}"
-        pool = self._pool(scores)
+        return self._select(question, self._pool(scores), budget)
+
+    def _empty(self, question: str, budget: ReaderBudget) -> Context:
+        return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=("empty memory",)))
+
+    def _select(self, question: str, pool: list[tuple[RawNode, float]], budget: ReaderBudget) -> Context:
+        """Take pool nodes best-first while they fit the budget; the context lists them in time order."""
         count = self.models.token_counter.count
         chosen: list[tuple[RawNode, float, int]] = []
         use, dropped, shown = BudgetUse(), [], set()

@@ -44,17 +44,28 @@ def lexical(q_keys: set[str], e: IndexEntry, index: ActiveIndex) -> float:
     return sum(w[k] for k in q_keys if k in held) / total if total > 0 else 0.0
 
 
-def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBudget, cfg: BmerConfig):
-    """(pages [(page, score)], entries [(entry, score)]) for a question vector and its anchor keys."""
+def routing_keys(index: ActiveIndex) -> np.ndarray:
+    """[entries + pages, d]: the vectors routing scores a question against (entries in ``ordered()`` order, then
+    pages), one tenant's segment of the batched read's ragged launch."""
+    rows = [e.z for e in index.ordered()] + [p.z for p in index.pages]
+    return np.stack(rows).astype(np.float32) if rows else np.zeros((0, index.dim), np.float32)
+
+
+def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBudget, cfg: BmerConfig,
+          cos: np.ndarray | None = None):
+    """(pages [(page, score)], entries [(entry, score)]) for a question vector and its anchor keys. ``cos``: the
+    question's cosines against ``routing_keys(index)`` when already computed (the batched read)."""
     entries = index.ordered()
     if not entries or budget.pages == 0:
         return [], []
-    e_score = {e.entry_id: float(e.z @ q) + cfg.lexical * lexical(q_keys, e, index) for e in entries}
+    if cos is None:
+        cos = routing_keys(index) @ q
+    e_score = {e.entry_id: float(cos[i]) + cfg.lexical * lexical(q_keys, e, index) for i, e in enumerate(entries)}
     p_score = []
     for p, page in enumerate(index.pages):
         members = [e for e in entries if e.page == p]
         best = max((e_score[e.entry_id] for e in members), default=0.0)
-        p_score.append(0.5 * float(page.z @ q) + 0.5 * best)
+        p_score.append(0.5 * float(cos[len(entries) + p]) + 0.5 * best)
     sessions = [set().union(*(set(e.sources()) for e in entries if e.page == p)) for p in range(len(index.pages))]
     labels = [set().union(*(set(e.labels) for e in entries if e.page == p)) for p in range(len(index.pages))]
     chosen: list[tuple[int, float]] = []
@@ -74,12 +85,9 @@ def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBud
     return chosen, [(e, e_score[e.entry_id]) for e in routed[: cfg.entries_k]]
 
 
-def expand_pool(members, namespace: str, q: np.ndarray, cfg: BmerConfig, *, get_nodes, vectors):
-    """Expand (entry, score[, tag]) members into Src(e) Raw Nodes and keep the ``cfg.pool`` most relevant.
-
-    A node reached from several entries keeps its best-scoring owner; the pool is TopK by cos(q, node)
-    (``candidate_topk``), each node's relevance Rel = cos + η · s(q, owner), redacted nodes dropped. Returns
-    (every expanded node id, [(node, Rel, owner entry, owner's tag)])."""
+def pool_owners(members, namespace: str) -> tuple[list[str], dict[str, tuple]]:
+    """Expand (entry, score[, tag]) members into Src(e) Raw-Node ids: (sorted ids, {id: (best-scoring owner entry,
+    its score, its tag)})."""
     owner: dict[str, tuple] = {}
     for e, s, *tag in members:
         for sid, turns in e.sources().items():
@@ -87,29 +95,45 @@ def expand_pool(members, namespace: str, q: np.ndarray, cfg: BmerConfig, *, get_
                 nid = node_id_for(namespace, sid, t)
                 if nid not in owner or s > owner[nid][1]:
                     owner[nid] = (e, s, tag[0] if tag else None)
-    expanded = sorted(owner)
-    if not expanded:
-        return expanded, []
-    from c3m_kernels.candidate_topk import candidate_topk
+    return sorted(owner), owner
 
-    nodes = get_nodes(expanded)
-    V = vectors([nodes[i] for i in expanded])
-    _, idx = candidate_topk(q[None, :].astype(np.float32), V, min(cfg.pool, len(expanded)))
+
+def pool_from_ranked(expanded: list[str], owner: dict, nodes: dict, V: np.ndarray, q: np.ndarray, idx,
+                     cfg: BmerConfig) -> list[tuple]:
+    """The pool from the expanded nodes ranked by cos(q, node) (``idx``: rows of ``V``, best first): redacted
+    nodes dropped, Rel = cos + η · s(q, owner). Returns [(node, Rel, owner entry, owner's tag)]."""
     pool = []
-    for i in (int(i) for i in idx[0] if i >= 0):
+    for i in (int(i) for i in idx if i >= 0):
         node = nodes[expanded[i]]
         if node.redacted:
             continue
         e, s, tag = owner[node.node_id]
         pool.append((node, float(V[i] @ q) + cfg.entry_boost * s, e, tag))
-    return expanded, pool
+    return pool
+
+
+def expand_pool(members, namespace: str, q: np.ndarray, cfg: BmerConfig, *, get_nodes, vectors):
+    """Expand (entry, score[, tag]) members into Src(e) Raw Nodes and keep the ``cfg.pool`` most relevant.
+
+    A node reached from several entries keeps its best-scoring owner; the pool is TopK by cos(q, node)
+    (``candidate_topk``, the ragged launch the batched read shares), each node's relevance Rel = cos + η · s(q,
+    owner), redacted nodes dropped. Returns (every expanded node id, [(node, Rel, owner entry, owner's tag)])."""
+    expanded, owner = pool_owners(members, namespace)
+    if not expanded:
+        return expanded, []
+    from .batch import segments_topk
+
+    nodes = get_nodes(expanded)
+    V = vectors([nodes[i] for i in expanded])
+    (_, idx), = segments_topk(q[None, :].astype(np.float32), [V], min(cfg.pool, len(expanded)))
+    return expanded, pool_from_ranked(expanded, owner, nodes, V, q, idx, cfg)
 
 
 def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_keys: set[str], budget: ReaderBudget,
-           cfg: BmerConfig, *, vectors, get_nodes, count, method: str) -> Context:
+           cfg: BmerConfig, *, vectors, get_nodes, count, method: str, cos: np.ndarray | None = None) -> Context:
     """The whole read path for one question (module docstring). ``get_nodes(ids) -> {id: RawNode}`` reads the
     Cold Store (once, for every expanded node); ``vectors(nodes) -> [n, d]`` gives their shared embeddings."""
-    pages, routed = route(index, q, q_keys, budget, cfg)
+    pages, routed = route(index, q, q_keys, budget, cfg, cos)
     if not routed:
         note = "empty memory" if not index.entries else "no page routed (page budget 0)"
         return Context(question, (), BudgetUse(), budget, RouteTrace(method, notes=(note,)))

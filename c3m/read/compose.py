@@ -324,12 +324,42 @@ class _Item:
     image_tokens: int = 0
 
 
+@dataclass
+class Plan:
+    """A composition up to the budget solve: what ``compose_plan`` offered, for ``compose_finish`` to complete
+    once the solver (one batched call for many questions) has chosen."""
+
+    question: str
+    budget: ReaderBudget
+    candidates: list
+    items: list
+    all_nodes: list
+    trace: RouteTrace
+    selector_name: str
+    n_groups: int = 0
+
+
 def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], budget: ReaderBudget,
             cfg: ComposeConfig = ComposeConfig(), *, selector: Selector, vectors: Callable, count: Callable[[str], int],
             trace: RouteTrace) -> Context:
     """Choose (memory, form) items under ``budget`` and return the Context (items in time order). ``vectors(nodes)``
     gives the nodes' shared embeddings; ``trace`` carries the read path's routing (pages, entries), and is
     completed here (pool, selected nodes, what the budget dropped)."""
+    from .batch import solve_many
+
+    plan = compose_plan(question, q_vec, candidates, budget, cfg, selector=selector, vectors=vectors, count=count,
+                        trace=trace)
+    if isinstance(plan, Context):
+        return plan
+    inst = solve_instance(plan, cfg)
+    return compose_finish(plan, solve_many([inst])[0] if inst is not None else np.zeros(0, bool))
+
+
+def compose_plan(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], budget: ReaderBudget,
+                 cfg: ComposeConfig = ComposeConfig(), *, selector: Selector, vectors: Callable,
+                 count: Callable[[str], int], trace: RouteTrace) -> "Plan | Context":
+    """Everything ``compose`` does before the solver: the selector's forms and the priced items (or the empty
+    Context when nothing was retrieved)."""
     candidates = [c for c in candidates if c.nodes]
     if not candidates:
         return Context(question, (), BudgetUse(), budget, replace(trace, notes=trace.notes + ("nothing retrieved",)))
@@ -376,7 +406,13 @@ def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], b
                 if o[4] and r.crop is not None:
                     add(m, EvidenceForm.GROUNDED_CROP, n, f"[crop: {r.crop_phrase or 'object'}]", (r.crop,), rel,
                         itok((r.crop,)))
-    chosen = _solve(items, budget, cfg, len(slot)) if items else []
+    return Plan(question, budget, candidates, items, all_nodes, trace, selector.name, len(slot))
+
+
+def compose_finish(plan: Plan, chosen_mask: np.ndarray) -> Context:
+    """The Context from a plan and the solver's choice over its items."""
+    items, trace, budget = plan.items, plan.trace, plan.budget
+    chosen = [i for i in range(len(items)) if len(chosen_mask) and chosen_mask[i]]
     picked = [items[i] for i in chosen]
     picked.sort(key=lambda it: (it.node.time, it.node.session_id, it.node.turn_index, FORMS.index(it.form)))
     ctx_items = tuple(ContextItem(it.node.node_id, it.node.provenance, it.node.role, it.form, it.text, it.images,
@@ -386,9 +422,10 @@ def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], b
                     sum(it.tokens for it in picked))
     forms = {f.value: sum(it.form is f for it in picked) for f in FORMS}
     dropped = tuple(dict.fromkeys(items[i].node.node_id for i in range(len(items)) if i not in set(chosen)))
+    all_nodes = plan.all_nodes
     trace = replace(
         trace,
-        candidates=tuple((c.memory_id, round(c.score, 4)) for c in candidates),
+        candidates=tuple((c.memory_id, round(c.score, 4)) for c in plan.candidates),
         pool=tuple(n.node_id for n in all_nodes),
         expanded_nodes=trace.expanded_nodes or tuple(n.node_id for n in all_nodes),
         expanded_images=tuple(im.sha256 for n in all_nodes for im in n.images),
@@ -396,25 +433,25 @@ def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], b
         covered_sessions=tuple(dict.fromkeys(it.node.session_id for it in picked)),
         dropped_for_budget=dropped,
         scored=trace.scored or len(all_nodes),
-        notes=trace.notes + (f"selector {selector.name}: " + ", ".join(f"{k} {v}" for k, v in forms.items() if v),),
+        notes=trace.notes + (f"selector {plan.selector_name}: " + ", ".join(f"{k} {v}" for k, v in forms.items() if v),),
     )
-    return Context(question, ctx_items, use, budget, trace)
+    return Context(plan.question, ctx_items, use, budget, trace)
 
 
-def _solve(items: list[_Item], budget: ReaderBudget, cfg: ComposeConfig, n_groups: int) -> list[int]:
-    """``budget_solve`` in coverage mode: raw forms of one node share its Raw-Node slot (a group charged once);
-    pages are charged by routing, not here."""
-    from c3m_kernels.budget_solve import budget_solve
+def solve_instance(plan: Plan, cfg: ComposeConfig):
+    """The plan's ``budget_solve`` instance (coverage mode): raw forms of one node share its Raw-Node slot (a group
+    charged once); pages are charged by routing, not here. None when nothing was offered."""
+    from .batch import SolveInstance
 
-    M = len(items)
-    values = np.array([[it.value for it in items]])
-    costs = np.array([[[0, 0, len(it.images), it.tokens] for it in items]], dtype=np.float64)
-    groups = np.array([[it.group for it in items]], dtype=np.int64)
-    group_costs = np.tile(np.array([0, 1, 0, 0], dtype=np.float64), (max(1, n_groups), 1))
+    items = plan.items
+    if not items:
+        return None
     sessions = sorted({it.node.session_id for it in items})
-    cover = np.zeros((1, M, len(sessions)), dtype=bool)
+    cover = np.zeros((len(items), len(sessions)), dtype=bool)
     for i, it in enumerate(items):
-        cover[0, i, sessions.index(it.node.session_id)] = True
-    chosen = budget_solve(values, costs, np.array(budget.as_tuple(), dtype=np.float64), groups=groups,
-                          group_costs=group_costs, mode="coverage", coverage=cover, lam=cfg.lam_cov)[0]
-    return [i for i in range(M) if chosen[i]]
+        cover[i, sessions.index(it.node.session_id)] = True
+    return SolveInstance(np.array([it.value for it in items], np.float64),
+                         np.array([[0, 0, len(it.images), it.tokens] for it in items], dtype=np.float64),
+                         np.array([it.group for it in items], dtype=np.int64),
+                         np.tile(np.array([0, 1, 0, 0], dtype=np.float64), (max(1, plan.n_groups), 1)),
+                         cover, np.array(plan.budget.as_tuple(), dtype=np.float64), cfg.lam_cov)

@@ -9,11 +9,13 @@ it shares with the seeds (``c3m_kernels.anchor_scores``); the ``k_exp`` best joi
 
 **Where the graph lives.** It is a pure function of the index snapshot (entries' ``entities`` and ``visual``
 counters), rebuilt per question from at most ``WriteBudget.entries`` rows — so it is counted in the write
-budget as the anchor keys the snapshot stores, and nothing outside the index is consulted to build it.
+budget as the anchor keys the snapshot stores, and nothing outside the index is consulted to build it. A
+reader may keep it (``anchor_graph``) until the index changes: c3m does, so a batch of questions builds it once.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -25,20 +27,34 @@ def entry_anchors(e: IndexEntry, visual: bool = True) -> set[str]:
     return set(e.entities) | (set(e.visual) if visual else set())
 
 
-def expand_entries(index: ActiveIndex, seeds: Sequence[IndexEntry], q: np.ndarray,
-                   key_vectors: Callable[[list[str]], np.ndarray], *, k_exp: int = 2, k_edge: int = 4,
-                   use_idf: bool = True, visual: bool = True,
-                   allowed: Callable[[IndexEntry], bool] | None = None) -> list[tuple[IndexEntry, float]]:
-    """The ``k_exp`` best one-hop neighbours of ``seeds`` (never a seed), as (entry, score) with score > 0."""
-    entries = index.ordered()
-    if not seeds or k_exp <= 0 or len(entries) <= len(seeds):
-        return []
-    from c3m_kernels.anchor_scores import anchor_scores, build_anchor_graph
+@dataclass(frozen=True)
+class AnchorGraph:
+    """The anchor graph of one index state: a pure function of its entries (the same for every question), so a
+    read path may keep it until the index changes."""
 
+    entries: list
+    sets: list
+    ids: dict
+    indptr: np.ndarray
+    flat: np.ndarray
+    idf: np.ndarray
+    g_ptr: np.ndarray
+    g_nb: np.ndarray
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.ids)
+
+
+def anchor_graph(index: ActiveIndex, *, k_edge: int = 4, use_idf: bool = True, visual: bool = True) -> AnchorGraph | None:
+    """Build the graph (module docstring); None when the entries hold no anchor."""
+    from c3m_kernels.anchor_scores import build_anchor_graph
+
+    entries = index.ordered()
     sets = [entry_anchors(e, visual) for e in entries]
-    vocab = sorted(set().union(*sets))
+    vocab = sorted(set().union(*sets)) if sets else []
     if not vocab:
-        return []
+        return None
     ids = {k: i for i, k in enumerate(vocab)}
     indptr = np.zeros(len(entries) + 1, np.int64)
     np.cumsum([len(s) for s in sets], out=indptr[1:])
@@ -46,6 +62,26 @@ def expand_entries(index: ActiveIndex, seeds: Sequence[IndexEntry], q: np.ndarra
     df = np.bincount(flat, minlength=len(vocab))
     idf = (np.log((2 + len(entries)) / (1 + df)) if use_idf else np.ones(len(vocab))).astype(np.float64)
     g_ptr, g_nb, _ = build_anchor_graph(indptr, flat, idf, k_edge)
+    return AnchorGraph(entries, sets, ids, indptr, flat, idf, g_ptr, g_nb)
+
+
+def expand_entries(index: ActiveIndex, seeds: Sequence[IndexEntry], q: np.ndarray,
+                   key_vectors: Callable[[list[str]], np.ndarray], *, k_exp: int = 2, k_edge: int = 4,
+                   use_idf: bool = True, visual: bool = True,
+                   allowed: Callable[[IndexEntry], bool] | None = None,
+                   graph: AnchorGraph | None | bool = False) -> list[tuple[IndexEntry, float]]:
+    """The ``k_exp`` best one-hop neighbours of ``seeds`` (never a seed), as (entry, score) with score > 0.
+    ``graph``: ``anchor_graph(index, ...)`` with the same options when the caller keeps it (False: build it)."""
+    entries = index.ordered()
+    if not seeds or k_exp <= 0 or len(entries) <= len(seeds):
+        return []
+    from c3m_kernels.anchor_scores import anchor_scores
+
+    if graph is False:
+        graph = anchor_graph(index, k_edge=k_edge, use_idf=use_idf, visual=visual)
+    if graph is None:
+        return []
+    entries, sets, ids, g_ptr, g_nb = graph.entries, graph.sets, graph.ids, graph.g_ptr, graph.g_nb
     row = {e.entry_id: i for i, e in enumerate(entries)}
     seed_rows = sorted({row[e.entry_id] for e in seeds if e.entry_id in row})
     neighbours: set[int] = set()
@@ -61,11 +97,11 @@ def expand_entries(index: ActiveIndex, seeds: Sequence[IndexEntry], q: np.ndarra
     if not neighbours:
         return []
     seed_keys = sorted(set().union(*(sets[s] for s in seed_rows)))
-    sim = np.zeros((1, len(vocab)))
+    sim = np.zeros((1, graph.vocab_size))
     if seed_keys:
         cos = key_vectors(seed_keys) @ q
         sim[0, [ids[k] for k in seed_keys]] = np.maximum(0.0, cos)
-    scores, eps = anchor_scores(indptr, flat, idf, sim, np.array([seed_rows], np.int64), len(entries))
+    scores, eps = anchor_scores(graph.indptr, graph.flat, graph.idf, sim, np.array([seed_rows], np.int64), len(entries))
     out = [(entries[int(i)], float(s)) for s, i in zip(scores[0], eps[0])
            if i >= 0 and int(i) in neighbours and math.isfinite(s) and s > 0]
     return out[:k_exp]
