@@ -257,7 +257,14 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
             record(tags, _history_job(runs))
     else:
         threads = max(1, (os.cpu_count() or 1) // workers)
-        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(threads,)) as pool:
+        # forkserver, not fork: a parent that already ran a numba parallel kernel holds GNU OpenMP threads, and a
+        # forked child of it aborts ("fork() called from a process already using GNU OpenMP")
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                                          else "spawn")
+        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(threads,),
+                                 mp_context=ctx) as pool:
             futures = {pool.submit(_history_job, runs): tags for tags, runs in batches}
             for fut in as_completed(futures):
                 record(futures[fut], fut.result())

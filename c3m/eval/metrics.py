@@ -32,6 +32,9 @@ Every number is the harness's own measurement (``c3m.budget``), never the method
   is not a stored Raw Node of the namespace. It scores 0 on every metric and is counted in the report.
 - **read amplification**: ``nodes_read`` = Raw Nodes the read path fetched from the Cold Store (measured
   on the store), ``scored`` = Raw Nodes (vectors or postings) the method says it scored before selection.
+- **read latency**: a history's questions are read in one batch (``Memory.retrieve_many``), so a question's
+  ``read_ms`` and ``nodes_read`` are its share of the batch (total / questions); per-question latency of the
+  unbatched path is measured by ``benchmarks/e2e/read.py``.
 
 Intervals are a cluster bootstrap over histories (questions of one history are not independent); a paired
 difference between two methods resamples the *same* histories for both (``paired_difference``).

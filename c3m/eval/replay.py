@@ -222,14 +222,17 @@ def _evidence_checker(gold, history_id: str, mem):
 
 
 def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, check=None) -> list[QuestionResult]:
-    """Every question once, through ``retrieve`` only; each context measured by the harness, never trusted."""
+    """Every question once, through ``retrieve`` only — all of a history's questions in one batched read
+    (``Memory.retrieve_many``: the same contexts as one by one); each context measured by the harness, never
+    trusted. A question's read time and Cold-Store reads are its share of the batch (the batch's total divided
+    by its questions)."""
     out = []
-    for q in questions:
-        reads = mem.store.nodes_read
-        t0 = time.perf_counter()
-        ctx = mem.retrieve(q.question, budget, check=False)
-        elapsed = time.perf_counter() - t0
-        reads = mem.store.nodes_read - reads
+    reads = mem.store.nodes_read
+    t0 = time.perf_counter()
+    contexts = mem.retrieve_many([(mem.namespace, q.question) for q in questions], budget, check=False)
+    elapsed = (time.perf_counter() - t0) / max(1, len(questions))
+    reads = round((mem.store.nodes_read - reads) / max(1, len(questions)))
+    for q, ctx in zip(questions, contexts):
         read = answer_view(ctx, mem.method, mem.models.answerer) if judge is not None else ctx
         scored = score_context(namespace, q, ctx, elapsed, mem.measure(read, budget), reads)
         if check is not None:
