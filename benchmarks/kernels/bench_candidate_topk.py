@@ -15,7 +15,9 @@ def _keys(rng, n, d, dtype=np.float32):
     return rng.standard_normal((n, d), dtype=np.float32).astype(dtype, copy=False)
 
 
-def run(res, device="cpu", quick=False, log=print):
+def run(res, device="cpu", quick=False, log=print, dense=True):
+    """``dense=False`` leaves out the one-shared-index table (``bench_topk_bandwidth.py`` measures
+    that case on the GPU, with faiss-gpu and bandwidth columns) and runs the ragged case only."""
     import torch
 
     try:
@@ -39,6 +41,8 @@ def run(res, device="cpu", quick=False, log=print):
                          + [(1_000_000, 384, B, 10) for B in (4, 8, 256)]
                          + [(200_000, 768, B, k) for B in (1, 16, 256) for k in (10, 100)],
                          key=lambda c: (-c[0], c[1], c[2], c[3]))
+    if not dense:
+        configs = []
     rows = []
     keys_cache = {}
     for cfg in configs:
@@ -82,11 +86,12 @@ def run(res, device="cpu", quick=False, log=print):
         log(f"  topk {shape}: ours {t_ours*1e3:.1f} ms ({gb/t_ours:.1f} GB/s) faiss {t_faiss*1e3:.1f} "
             f"torch {t_torch*1e3:.1f}")
     keys_cache.clear()
-    res.section("candidate_topk — one shared index (dense)",
-                ["N", "d", "B", "k", "ours ms", "ours GB/s", "faiss ms", "faiss/ours",
-                 "torch ms", "torch/ours"], rows,
-                "Ratios are peer time / our time (> 1: ours faster). GB/s = bytes of keys / time "
-                "(N·d·4 for fp32, N·d·2 for fp16/bf16).")
+    if rows:
+        res.section("candidate_topk — one shared index (dense)",
+                    ["N", "d", "B", "k", "ours ms", "ours GB/s", "faiss ms", "faiss/ours",
+                     "torch ms", "torch/ours"], rows,
+                    "Ratios are peer time / our time (> 1: ours faster). GB/s = bytes of keys / "
+                    "time (N·d·4 for fp32, N·d·2 for fp16/bf16).")
 
     # ragged multi-tenant: one query per tenant, each tenant its own key range
     T = 4096 if cuda else (128 if quick else 1024)

@@ -4,6 +4,7 @@ Usage:
     python benchmarks/kernels/run_all.py                       # CPU -> benchmarks/results/kernels-cpu.*
     python benchmarks/kernels/run_all.py --device cuda --out benchmarks/results/gpu
     python benchmarks/kernels/run_all.py --quick               # smoke run, small shapes
+    python benchmarks/kernels/run_all.py --device cuda --no-dense-topk   # as benchmarks/run_gpu.sh
 """
 from __future__ import annotations
 
@@ -80,6 +81,9 @@ def main(argv=None):
     ap.add_argument("--stem", default=None, help="file stem (default kernels-<device>)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", nargs="*", default=["candidate_topk", "budget_solve", "anchor_scores"])
+    ap.add_argument("--no-dense-topk", action="store_true",
+                    help="candidate_topk: ragged case only (benchmarks/run_gpu.sh measures the dense "
+                         "case with bench_topk_bandwidth.py instead of twice)")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else HERE.parent / "results" / ("gpu" if args.device == "cuda" else "")
     stem = args.stem or f"kernels-{args.device}" + ("-quick" if args.quick else "")
@@ -108,7 +112,8 @@ def main(argv=None):
     for name in args.only:
         print(f"[{name}]", flush=True)
         mod = __import__(f"bench_{name}")
-        mod.run(res, device=args.device, quick=args.quick, log=lambda s: print(s, flush=True))
+        kw = {"dense": False} if (name == "candidate_topk" and args.no_dense_topk) else {}
+        mod.run(res, device=args.device, quick=args.quick, log=lambda s: print(s, flush=True), **kw)
     out.mkdir(parents=True, exist_ok=True)
     pngs = plot(res, out, stem)
     if pngs:

@@ -2,6 +2,8 @@
 # One prepared GPU run: kernel GPU tests + every kernel benchmark on one CUDA GPU, < 8 minutes.
 # Results (Markdown, CSV, PNG, test log, environment) go to $OUT (default benchmarks/results/gpu/).
 # Usage: bash benchmarks/kernels/run_gpu.sh        (from the repository root)
+# The whole prepared GPU run for the performance issue (dense top-k bandwidth vs faiss-gpu and torch,
+# batched read benchmark, these tests and benchmarks, step timeouts) is benchmarks/run_gpu.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-benchmarks/results/gpu}"
@@ -24,8 +26,8 @@ python -c "import c3m_kernels" 2>/dev/null || pip install --no-deps -e . >/dev/n
 echo "== GPU tests"
 timeout 240 python -m pytest tests/kernels -m gpu -q -p no:cacheprovider -o addopts="" \
     2>&1 | tee "$OUT/gpu-tests.log" | tail -15
-echo "== the regular kernel tests (triton ones now use the real GPU kernels)"
-timeout 150 python -m pytest tests/kernels -q -p no:cacheprovider \
+echo "== the regular kernel tests (triton ones now use the real GPU kernels; gpu ones ran above)"
+timeout 150 python -m pytest tests/kernels -q -p no:cacheprovider -m "not gpu and not slow" \
     2>&1 | tail -3 | tee -a "$OUT/gpu-tests.log"
 echo "== benchmarks"
 timeout 300 python benchmarks/kernels/run_all.py --device cuda --out "$OUT" 2>&1 | tee "$OUT/bench.log"
