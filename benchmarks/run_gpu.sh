@@ -166,6 +166,9 @@ if (( SMOKE )); then
     note "SKIP  faiss-gpu install: smoke (needs CUDA); a GPU run installs ${FAISS_SPECS[*]} into a side folder"
 elif "$PY" -c "import faiss, sys; sys.exit(faiss.get_num_gpus() == 0)" >/dev/null 2>&1; then
     note "ok    faiss with GPU support already importable"
+elif [[ -z "${FAISS_WHEELS:-}" ]] && ! timeout 20 "$PY" -m pip index versions faiss-gpu --retries 0 \
+        --timeout 5 >>"$WORK/install.log" 2>&1; then
+    note "SKIP  faiss-gpu: no package index reachable (no network?) and no FAISS_WHEELS folder; faiss columns will say why"
 else
     FAISS_SITE="${FAISS_SITE:-$SCRATCH/faiss-site}"
     src=(--retries 0 --timeout 15)
@@ -191,7 +194,7 @@ if (( SMOKE )); then
 else
     step "dense top-k bandwidth" 300 bandwidth.log env "${BW_ENV[@]}" \
         "$PY" benchmarks/kernels/bench_topk_bandwidth.py --out "$WORK" --stem "topk-bandwidth-$TAG" \
-        --budget-s 180
+        --budget-s 150
 fi
 
 # ---- batched read benchmark (benchmarks/e2e/read.py is written in parallel; may not exist yet) ----
