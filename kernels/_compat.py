@@ -27,6 +27,18 @@ def numba_disabled() -> bool:
     return os.environ.get("C3M_KERNELS_DISABLE_NUMBA", "0") not in ("", "0", "false", "False")
 
 
+def twin(fn: Callable, name: str) -> Callable:
+    """A copy of ``fn`` under another name, to compile the same kernel body twice (parallel and serial):
+    numba's on-disk cache is keyed by the function's name and line, not its compile options, so one name
+    compiled two ways would share (and overwrite) one cache entry."""
+    import types
+
+    copy = types.FunctionType(fn.__code__.replace(co_name=name), fn.__globals__, name, fn.__defaults__,
+                              fn.__closure__)
+    copy.__qualname__ = name
+    return copy
+
+
 def njit(*args: Any, **kwargs: Any) -> Callable:
     """``numba.njit`` with ``cache=True`` by default, or the identity decorator without numba.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._compat import njit, prange
+from .._compat import njit, prange, twin
 from .._rows import sort_row as _sort_row
 
 
@@ -45,8 +45,7 @@ def _select_row(tlist, nt, acc, touched, out_s, out_i, row, k):  # pragma: no co
     return cnt
 
 
-@njit(parallel=True)
-def _expand_kernel(ep_indptr, ep_anchors, an_indptr, an_episodes, idf, sim, seeds, k,
+def _expand_body(ep_indptr, ep_anchors, an_indptr, an_episodes, idf, sim, seeds, k,
                    n_chunks, out_s, out_i):  # pragma: no cover - numba
     B = seeds.shape[0]
     S = seeds.shape[1]
@@ -100,8 +99,7 @@ def _expand_kernel(ep_indptr, ep_anchors, an_indptr, an_episodes, idf, sim, seed
                     is_seed[s] = 0
 
 
-@njit(parallel=True)
-def _graph_kernel(ep_indptr, ep_anchors, an_indptr, an_episodes, idf, max_postings, k,
+def _graph_body(ep_indptr, ep_anchors, an_indptr, an_episodes, idf, max_postings, k,
                   n_chunks, out_w, out_n):  # pragma: no cover - numba
     E = ep_indptr.shape[0] - 1
     per = (E + n_chunks - 1) // n_chunks
@@ -132,6 +130,17 @@ def _graph_kernel(ep_indptr, ep_anchors, an_indptr, an_episodes, idf, max_postin
             _sort_row(out_w, out_n, e, cnt)
 
 
+#: each kernel parallel over row chunks, and the same kernel on the calling thread for small inputs: waking the
+#: thread pool costs more than an index of a few dozen entries (c3m's) takes to scan, and far more when the other
+#: cores are busy (the same finding as ``candidate_topk``'s serial scan)
+_expand_kernel = njit(parallel=True)(twin(_expand_body, "_expand_kernel"))
+_expand_serial = njit(twin(_expand_body, "_expand_serial"))
+_graph_kernel = njit(parallel=True)(twin(_graph_body, "_graph_kernel"))
+_graph_serial = njit(twin(_graph_body, "_graph_serial"))
+#: postings (x queries) below which a kernel runs serially
+SERIAL_POSTINGS = 1 << 16
+
+
 def _chunks(rows: int) -> int:
     import os
 
@@ -145,7 +154,8 @@ def expand_cpu(index, idf, sim, seeds, k):
     out_i = np.full((B, k), -1, np.int64)
     if B == 0 or k == 0 or index.num_episodes == 0:
         return out_s, out_i
-    _expand_kernel(index.ep_indptr, index.ep_anchors, index.an_indptr, index.an_episodes,
+    small = B == 1 or B * len(index.ep_anchors) < SERIAL_POSTINGS
+    (_expand_serial if small else _expand_kernel)(index.ep_indptr, index.ep_anchors, index.an_indptr, index.an_episodes,
                    np.ascontiguousarray(idf, np.float64), np.ascontiguousarray(sim, np.float64),
                    np.ascontiguousarray(seeds, np.int64), k, _chunks(B), out_s, out_i)
     out_i[np.isneginf(out_s)] = -1
@@ -159,7 +169,8 @@ def graph_cpu(index, idf, k_edge, max_postings):
     out_n = np.full((E, k_edge), -1, np.int64)
     if E == 0 or k_edge == 0:
         return out_w, out_n
-    _graph_kernel(index.ep_indptr, index.ep_anchors, index.an_indptr, index.an_episodes,
+    small = len(index.an_episodes) * k_edge < SERIAL_POSTINGS
+    (_graph_serial if small else _graph_kernel)(index.ep_indptr, index.ep_anchors, index.an_indptr, index.an_episodes,
                   np.ascontiguousarray(idf, np.float64), int(max_postings or 0), k_edge, _chunks(E),
                   out_w, out_n)
     return out_w, out_n

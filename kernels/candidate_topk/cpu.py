@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._compat import njit, prange
+from .._compat import njit, prange, twin
 from .._rows import sort_row
 
 #: fastmath without the no-NaN / no-Inf assumptions: the running thresholds start at -inf
@@ -57,8 +57,7 @@ def _offer(out_s, out_i, row, cnt, minpos, thr, b, s, n):  # pragma: no cover - 
     thr[b] = out_s[row, mp]
 
 
-@njit(parallel=True, fastmath=FINITE_FASTMATH)
-def _scan_topk(q, keys, starts, ends, mask, mask_mode, k, out_s, out_i):  # pragma: no cover - numba
+def _scan_topk_body(q, keys, starts, ends, mask, mask_mode, k, out_s, out_i):  # pragma: no cover - numba
     """Per-query streaming top-k. ``mask_mode``: 0 none, 1 mask[0, n], 2 mask[b, n].
 
     Ties as in :func:`_offer`: among equal scores lower indices win (deterministic).
@@ -79,6 +78,15 @@ def _scan_topk(q, keys, starts, ends, mask, mask_mode, k, out_s, out_i):  # prag
             if cnt[b] < k or s > thr[b]:
                 _offer(out_s, out_i, b, cnt, minpos, thr, b, s, n)
         sort_row(out_s, out_i, b, cnt[b])  # score desc, index asc
+
+
+#: the scan parallel over queries, and the same scan on the calling thread: waking the thread pool for one
+#: query or a few thousand keys costs more than the scan (0.12 ms serial vs 20 ms parallel for one query over
+#: 1,650 keys with the other core busy, measured), and a service's per-question read is exactly that shape
+_scan_topk = njit(parallel=True, fastmath=FINITE_FASTMATH)(twin(_scan_topk_body, "_scan_topk"))
+_scan_topk_serial = njit(fastmath=FINITE_FASTMATH)(twin(_scan_topk_body, "_scan_topk_serial"))
+#: multiply-adds below which the ragged scan runs serially
+SERIAL_SCAN_WORK = 1 << 21
 
 
 def _mask_arg(mask):
@@ -103,8 +111,10 @@ def scan_topk_numpy(q: np.ndarray, keys: np.ndarray, k: int, starts: np.ndarray,
     if k == 0 or B == 0:
         return out_s, out_i
     m, mode = _mask_arg(mask)
-    _scan_topk(q, keys, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64),
-               m, mode, k, out_s, out_i)
+    starts, ends = np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64)
+    work = int(np.maximum(ends - starts, 0).sum()) * q.shape[1]
+    kernel = _scan_topk_serial if B == 1 or work < SERIAL_SCAN_WORK else _scan_topk
+    kernel(q, keys, starts, ends, m, mode, k, out_s, out_i)
     return out_s, out_i
 
 
