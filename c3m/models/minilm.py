@@ -11,6 +11,7 @@ match the transformers path to ~1e-6 (``tests/test_minilm_numpy.py`` checks <= 1
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -85,6 +86,27 @@ def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray | N
         o = np.matmul(s, v[i:i + step], out=out[i:i + step])
         o /= s.sum(-1, keepdims=True)
     return out
+
+
+#: batches of at most this many tokens (a question, a few short turns) run their matmuls on one BLAS thread:
+#: splitting a 20x384 gemm over threads costs more than it saves, and on a busy machine OpenBLAS's spinning
+#: threads made one question's embedding 10x slower (256 -> 25 ms per question with the other core loaded;
+#: results are bit-identical, BLAS threads split rows and columns, not the sums)
+ONE_THREAD_TOKENS = 512
+_blas = None
+
+
+def _one_blas_thread():
+    """A context that limits BLAS to one thread (threadpoolctl), or does nothing without threadpoolctl."""
+    global _blas
+    if _blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas = ThreadpoolController()
+        except ImportError:
+            _blas = False
+    return _blas.limit(limits=1, user_api="blas") if _blas else contextlib.nullcontext()
 
 
 class MiniLMEmbedder:
@@ -203,7 +225,11 @@ class MiniLMEmbedder:
             for r, i in enumerate(idx):
                 e = encs[i]
                 ids[r, :len(e.ids)], types[r, :len(e.ids)], mask[r, :len(e.ids)] = e.ids, e.type_ids, True
-            hidden = self._encode(ids, types, mask)
+            if ids.size <= ONE_THREAD_TOKENS:
+                with _one_blas_thread():
+                    hidden = self._encode(ids, types, mask)
+            else:
+                hidden = self._encode(ids, types, mask)
             m = mask[..., None].astype(np.float32)
             pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
