@@ -2,7 +2,7 @@
 # The one prepared GPU run for the performance issue, < 9 minutes on one H200, from the repository root:
 #   environment -> install what is missing (c3m/c3m_kernels, faiss-gpu; failures tolerated) ->
 #   dense top-k bandwidth benchmark (candidate_topk Triton vs torch.topk(q @ k.T) vs faiss-gpu) ->
-#   batched read benchmark at 1..4,096 tenants (benchmarks/e2e/read.py, when it exists) ->
+#   batched read benchmark at 1..4,096 tenants (benchmarks/e2e/read.py) ->
 #   GPU tests -> the other kernel benchmarks (ragged top-k, budget_solve, anchor_scores) ->
 #   candidate_topk route / BLOCK_B sweep -> the regular kernel test-suite on the GPU (if time is left).
 # Every step has a timeout, and no step starts once BUDGET_S seconds (default 540) are spent, so the
@@ -18,8 +18,8 @@
 # Environment: PYTHON (interpreter; default the first of .venv/bin/python, python3, python with
 # torch), BUDGET_S, COMMIT (recorded when the tree has no .git), FAISS_WHEELS (a folder of wheels
 # for an offline faiss-gpu install), FAISS_SITE (where faiss-gpu is installed, default a temp dir;
-# kept apart from site-packages so its CUDA 12 libraries cannot disturb torch's), READ_ARGS and
-# READ_PREP (extra arguments for benchmarks/e2e/read.py, and a command run before it).
+# kept apart from site-packages so its CUDA 12 libraries cannot disturb torch's) and
+# READ_ARGS (extra arguments for benchmarks/e2e/read.py, which builds its own sources).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -197,37 +197,21 @@ else
         --budget-s 150
 fi
 
-# ---- batched read benchmark (benchmarks/e2e/read.py is written in parallel; may not exist yet) ----
-# READ_PREP: optional shell command run first (e.g. build the store it reads); READ_ARGS: extra
-# arguments (e.g. "--store DIR --dataset DIR"). Options read.py's usage line marks as required and
-# READ_ARGS does not give make the step a printed SKIP, not a failure.
+# ---- batched read benchmark --------------------------------------------------------------------------
+# It builds its own sources (--build: one synthetic hard/dev 32K history, ingested with both methods; MiniLM
+# ships its weights, so nothing is downloaded), clones them into 1..4,096 tenants and reads them through the
+# per-question loop, retrieve_many (device cuda: the Triton kernels) and faiss per tenant. READ_ARGS adds or
+# overrides arguments (e.g. "--store DIR --dataset DIR" to reuse a store carried to the device).
 READ=benchmarks/e2e/read.py
-if [[ ! -f "$READ" ]]; then
-    note "SKIP  batched read benchmark: $READ does not exist in this tree yet, so the 4,096-tenant read numbers are NOT in this run"
+read -r -a read_extra <<< "${READ_ARGS:-}"
+if (( SMOKE )); then
+    read_cmd=("$PY" "$READ" --smoke --out "$WORK/e2e-read")
 else
-    [[ -n "${READ_PREP:-}" ]] && step "batched read: READ_PREP" 120 e2e-read.log bash -c "$READ_PREP"
-    read -r -a read_extra <<< "${READ_ARGS:-}"
-    usage="$("$PY" "$READ" --help 2>/dev/null | sed -n '/^usage:/,/^$/p')"
-    missing=()
-    for opt in $(grep -oP '(?<![\[-])--[a-z][a-z0-9-]*' <<< "$usage" | sort -u); do
-        [[ " ${read_extra[*]:-} " == *" $opt "* || " ${read_extra[*]:-} " == *" $opt="* ]] || missing+=("$opt")
-    done
-    if (( SMOKE )); then
-        read_cmd=("$PY" "$READ" --device cpu --tenants 1,64 --methods dense-topk,c3m --out "$WORK/e2e-read")
-        grep -q -- "--smoke" <<< "$("$PY" "$READ" --help 2>/dev/null)" && read_cmd+=(--smoke)
-    else
-        read_cmd=("$PY" "$READ" --device cuda --tenants 1,64,1024,4096 --methods dense-topk,c3m
-                  --out "$WORK/e2e-read")
-    fi
-    if [[ -z "$usage" ]]; then
-        note "SKIP  batched read benchmark: '$READ --help' failed (see: $PY $READ --help)"
-    elif (( ${#missing[@]} )); then
-        note "SKIP  batched read benchmark: $READ requires ${missing[*]}; pass them in READ_ARGS (and build what they name with READ_PREP)"
-    else
-        step "batched read$([[ $SMOKE == 1 ]] && echo ' (CPU, 1 and 64 tenants)')" \
-            "$([[ $SMOKE == 1 ]] && echo 300 || echo 150)" e2e-read.log "${read_cmd[@]}" "${read_extra[@]}"
-    fi
+    read_cmd=("$PY" "$READ" --device cuda --build 1 --length 32k --store "$WORK/e2e-store"
+              --tenants 1,64,1024,4096 --methods dense-topk,c3m --requests 512 --batch 256 --out "$WORK/e2e-read")
 fi
+step "batched read$([[ $SMOKE == 1 ]] && echo ' (CPU smoke: 1 and 8 tenants)')" \
+    "$([[ $SMOKE == 1 ]] && echo 300 || echo 240)" e2e-read.log "${read_cmd[@]}" "${read_extra[@]}"
 
 # ---- GPU tests ------------------------------------------------------------------------------------
 step "GPU tests (pytest tests/kernels -m gpu)" 240 "kernels-$TAG-gpu-tests.log" \
