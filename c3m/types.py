@@ -10,6 +10,7 @@ Defaults are the papers' (C3M §3.2, HiVe-Mem); see docs/architecture.md.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
@@ -128,8 +129,10 @@ class RawNode:
         return self.provenance.time
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def node_id_for(namespace: str, session_id: str, turn_index: int) -> str:
-    """Deterministic Raw-Node id, so re-ingesting a session maps to the same nodes."""
+    """Deterministic Raw-Node id, so re-ingesting a session maps to the same nodes. Memoised: every read
+    expands an entry's pointers into ids (a few thousand per c3m batch)."""
     digest = hashlib.sha256(json.dumps([namespace, session_id, turn_index]).encode()).hexdigest()
     return f"n-{digest[:20]}"
 

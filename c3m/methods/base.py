@@ -59,6 +59,7 @@ class MemoryMethod(ABC):
         self.write_budget = write_budget
         self.options = dict(options or {})
         self._vector_memo: dict[str, np.ndarray] = {}
+        self._node_memo: dict[tuple[str, bool], np.ndarray] = {}
         self._perception_memo: dict[str, list[ImagePerception]] = {}
         self._pending: dict[str, RawNode] = {}  # the session being prepared (not in the store yet)
 
@@ -82,8 +83,23 @@ class MemoryMethod(ABC):
                 else np.zeros((0, emb.dim), np.float32))
 
     def node_vectors(self, nodes: Sequence[RawNode]) -> np.ndarray:
-        """The Raw Nodes' shared embeddings [n, dim]: every method reads the same vectors (``embedding_texts``)."""
-        return self.text_vectors(self.embedding_texts(nodes))
+        """The Raw Nodes' shared embeddings [n, dim]: every method reads the same vectors (``embedding_texts``).
+        Memoised by (node, redacted): a committed node's embedded text never changes (its perception commits with
+        it), and a read path asks for the same expanded nodes again and again."""
+        memo = self._node_memo
+        missing, keys = [], set()
+        for n in nodes:
+            key = (n.node_id, n.redacted)
+            if key not in memo and key not in keys:
+                keys.add(key)
+                missing.append(n)
+        if missing:
+            if len(memo) > VECTOR_MEMO_ITEMS:
+                memo.clear()
+            memo.update(zip(((n.node_id, n.redacted) for n in missing),
+                            self.text_vectors(self.embedding_texts(missing))))
+        return (np.stack([memo[(n.node_id, n.redacted)] for n in nodes]).astype(np.float32, copy=False) if nodes
+                else np.zeros((0, self.models.text_embedder.dim), np.float32))
 
     # -- perception (derived records) ------------------------------------------------------------
     def remember_perception(self, records: dict[str, list[ImagePerception]]) -> None:
