@@ -3,7 +3,8 @@
 ``ActiveIndex.usage`` is incremental (per-entry cached tokens and bytes, ``IndexEntry.accounting``): every number
 it returns must equal the reference, ``measure_index(state(), count)``, or the capacity policy would repair
 differently. Checked on every call while a synthetic history is written under tight budgets (many repairs of
-every kind), and the committed snapshots are compared byte for byte with a run that uses the reference.
+every kind), and the committed snapshots are compared byte for byte with a run that uses the reference
+accounting and judges every safe-consolidation pair afresh (no ``safe_pair`` memo).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from c3m.dataset import iter_histories
 from c3m.index.active import ActiveIndex
 from c3m.memory import Memory
 from c3m.types import WriteBudget
+from c3m.write import capacity
 
 BUDGETS = [WriteBudget(entries=6, pages=2), WriteBudget(entries=3, pages=1, index_tokens=120, index_bytes=6000),
            WriteBudget(entries=24, pages=4, index_tokens=100_000, index_bytes=9000)]
@@ -58,13 +60,56 @@ def test_snapshots_identical_to_reference_accounting(tmp_path, history, budget, 
         calls.append(got)
         return got
 
+    safe_pair, found = capacity.safe_pair, []
+
+    def counted(*a, **k):
+        found.append(safe_pair(*a, **k))
+        return found[-1]
+
     monkeypatch.setattr(ActiveIndex, "usage", checked)
+    monkeypatch.setattr(capacity, "safe_pair", counted)
     fast = _states(tmp_path / "fast", history, budget, models)
     monkeypatch.setattr(ActiveIndex, "usage", reference_usage)
+    monkeypatch.setattr(capacity, "safe_pair", lambda index, head, delta, k=4, memo=None: safe_pair(index, head, delta, k))
     ref = _states(tmp_path / "ref", history, budget, models)
     assert len(fast) == len(history.sessions)
     assert fast == ref
     assert len(calls) > 2 * len(history.sessions)  # repairs ran (more than one check per commit)
+    assert found.count(None) > 1  # the safe-pair search ran (test_safe_pair_memo covers found pairs)
+
+
+def test_safe_pair_memo_matches_fresh_judgement(models):
+    """``safe_pair`` with one memo across edits returns what a fresh search returns, found pairs included."""
+    from collections import Counter
+    from datetime import datetime, timedelta
+
+    import numpy as np
+
+    from c3m.index.active import IndexEntry, normalize
+    from c3m.models.relation_head import FeatureRelationHead
+
+    rng = np.random.default_rng(0)
+    t = datetime(2026, 1, 1)
+    index = ActiveIndex(16)
+    base = [normalize(rng.normal(size=16)) for _ in range(4)]
+    for i in range(10):  # pairs of near-duplicates about the same thing
+        z = normalize(base[i % 4] + 0.05 * rng.normal(size=16))
+        e = IndexEntry(index.new_id(), z, {f"s{i}": {0}}, t + timedelta(days=i), t, f"my thing {i % 4}",
+                       entities=Counter({f"thing{i % 4}": 2, f"extra{i}": 1}), states=["blue"])
+        index.entries[e.entry_id] = e
+        index.observe_df({f"thing{i % 4}", f"extra{i}"})
+    head, memo, seen = FeatureRelationHead(), {}, []
+    for step in range(6):
+        got = capacity.safe_pair(index, head, 0.6, memo=memo)
+        assert got == capacity.safe_pair(index, head, 0.6)
+        seen.append(got)
+        if got is not None:
+            capacity._fold(index, got[1], got[0], "same")
+        else:
+            victim = index.ordered()[step]
+            victim.entities.update({"other": 5})
+            victim.touch()
+    assert any(p is not None for p in seen)
 
 
 def test_cached_accounting_follows_edits(models):

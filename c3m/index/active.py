@@ -21,6 +21,7 @@ frequencies included).
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import math
 from collections import Counter
@@ -150,6 +151,9 @@ class Version:
                    list(d["states"]), d["text"])
 
 
+_REVISIONS = itertools.count()  # IndexEntry.revision: a new number at every change of any entry
+
+
 @dataclass
 class IndexEntry:
     entry_id: str
@@ -172,13 +176,14 @@ class IndexEntry:
     image_z: np.ndarray | None = None                       # mean image vector of its units' images (RAMU)
 
     def __setattr__(self, name, value):
-        object.__setattr__(self, "_acct", None)  # any reassignment invalidates the cached accounting
+        self.touch()  # any reassignment invalidates what is cached about the entry
         object.__setattr__(self, name, value)
 
     def touch(self) -> None:
-        """Drop the cached accounting after an in-place change (``entities.update``, ``versions.append``, ...);
-        reassigning a field does this by itself."""
+        """Drop the cached accounting and move ``revision`` on after an in-place change (``entities.update``,
+        ``versions.append``, ...); reassigning a field does this by itself."""
         object.__setattr__(self, "_acct", None)
+        object.__setattr__(self, "revision", next(_REVISIONS))
 
     def accounting(self, count) -> tuple[int, int]:
         """(tokens of ``render()``, bytes of ``to_json()`` as compact JSON), cached until the entry changes, so a
@@ -196,7 +201,11 @@ class IndexEntry:
         return tokens, nbytes
 
     def __getstate__(self):  # copies and pickles carry the fields, not the cache (which holds ``count``)
-        return {k: v for k, v in self.__dict__.items() if k != "_acct"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_acct", "revision")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.touch()  # a copy is a new entry: its own revision
 
     def sources(self) -> dict[str, set[int]]:
         """Src(e): own pointers plus every predecessor version's pointers."""

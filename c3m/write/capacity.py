@@ -25,6 +25,7 @@ from ..errors import C3MError
 from ..index.active import (MAX_STATES, MAX_VISUAL, ActiveIndex, IndexEntry, idf, mean_direction, merge_pointers,
                             normalize)
 from ..types import Relation, WriteBudget
+from ..models.relation_head import FeatureRelationHead
 from .features import judge, relation_features
 from .units import Unit
 
@@ -63,24 +64,43 @@ def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> N
             e.links = [[dst.entry_id if t == src.entry_id else t, r, c] for t, r, c in e.links]
 
 
-def safe_pair(index: ActiveIndex, head, delta: float, k: int = 4):
-    """The most confident (same, c ≥ δ) pair among regular entries, or None."""
+def safe_pair(index: ActiveIndex, head, delta: float, k: int = 4, memo: dict | None = None):
+    """The most confident (same, c ≥ δ) pair among regular entries, or None.
+
+    ``memo`` (one ``enforce`` call, in which the document frequencies do not change) keeps each pair's features,
+    and the feature head's judgement (it judges each row on its own), until either entry changes
+    (``IndexEntry.revision``): a repair step touches one or two entries, and the others' pairs are judged once."""
     entries = [e for e in index.ordered() if e.kind == "entry"]
     if len(entries) < 2:
         return None
     from c3m_kernels.candidate_topk import candidate_topk
 
+    memo = {} if memo is None else memo
     Z = index.matrix(entries)
     scores, idx = candidate_topk(Z, Z, min(k + 1, len(entries)))
-    pairs, feats = [], []
+    pairs, feats, cached = [], [], []
     for i, row in enumerate(idx):
         for j in row:
             j = int(j)
             if j > i:  # each unordered pair once, the older entry first
-                pairs.append((entries[i], entries[j]))
-                feats.append(relation_features(_as_unit(entries[j]), entries[i], index.df, index.n_docs))
+                a, b = entries[i], entries[j]
+                got = memo.get((a.entry_id, b.entry_id))
+                if got is None or got[0] != (a.revision, b.revision):
+                    got = memo[a.entry_id, b.entry_id] = [(a.revision, b.revision),
+                                                          relation_features(_as_unit(b), a, index.df, index.n_docs),
+                                                          None]
+                pairs.append((a, b))
+                feats.append(got[1])
+                cached.append(got)
+    if type(head) is FeatureRelationHead:  # per-row judgements: judge only the pairs not judged yet
+        todo = [g for g in cached if g[2] is None]
+        for g, rc in zip(todo, judge(head, [g[1] for g in todo], None)):
+            g[2] = rc
+        judged = [g[2] for g in cached]
+    else:
+        judged = judge(head, feats, [(a.text, b.text) for a, b in pairs])
     best = None
-    for (a, b), (r, c) in zip(pairs, judge(head, feats, [(a.text, b.text) for a, b in pairs])):
+    for (a, b), (r, c) in zip(pairs, judged):
         if r is Relation.SAME and c >= delta and (best is None or c > best[2]):
             best = (a, b, c)
     return best
@@ -109,12 +129,13 @@ def enforce(index: ActiveIndex, budget: WriteBudget, head, count, delta: float) 
     """Repair until the index fits ``budget``; returns the log records (see module docstring)."""
     before = index.sources()
     log: list[dict] = []
+    memo: dict = {}  # safe_pair's pair features and judgements for this call
     while True:
         over = index.over(index.usage(count), budget)
         if not over:
             break
         if "entries" in over or "index_bytes" in over:
-            pair = safe_pair(index, head, delta)
+            pair = safe_pair(index, head, delta, memo=memo)
             if pair is not None:
                 a, b, c = pair
                 _fold(index, b, a, "same")
