@@ -143,9 +143,10 @@ def _dp_batch_serial(values, icost, groups, gcost, caps, chosen):  # pragma: no 
 
 
 #: batches with less DP work than this (sum over instances of states x items) use the serial
-#: kernel: a parallel launch costs more than it saves on a few tiny instances, but a few BMER-sized
-#: ones (~2e6 state-item updates, ~3 ms each) are worth spreading over the cores
-SERIAL_MAX_WORK = 200_000
+#: kernel: a parallel launch costs more than it saves on one question's solves (2-3 BMER-sized instances,
+#: ~2e6 state-item updates each: c3m's per-question read was 45 ms mean / 73 ms p95 with them parallel and
+#: 35 / 51 ms serial on 2 cores, benchmarks/results/e2e-read-cpu); a batch of many questions is parallel
+SERIAL_MAX_WORK = 1 << 24
 
 
 def prepare_dp_inputs(costs, budgets, groups, group_costs, token_buckets: int):

@@ -40,3 +40,26 @@ def test_anchor_kernels_serial_equal_parallel(monkeypatch):
     (g1, s1), (g2, s2) = out["serial"], out["parallel"]
     assert all(np.array_equal(a, b) for a, b in zip(g1, g2))
     assert all(np.array_equal(a, b) for a, b in zip(s1, s2))
+
+
+def test_budget_dp_serial_equals_parallel(monkeypatch):
+    from c3m_kernels import budget_solve
+    from c3m_kernels.budget_solve import cpu as dp_cpu
+
+    rng = np.random.default_rng(2)
+    B, M = 6, 30
+    values = rng.random((B, M))
+    costs = np.zeros((B, M, 4))
+    costs[:, :, 1] = 1
+    costs[:, :, 2] = rng.integers(0, 2, (B, M))
+    costs[:, :, 3] = rng.integers(5, 90, (B, M))
+    groups = rng.integers(0, 5, (B, M))
+    cover = rng.random((B, M, 4)) < 0.4
+    budget = np.array([3, 8, 2, 400.0])
+    got = {}
+    for name, limit in (("serial", 1 << 60), ("parallel", 0)):
+        monkeypatch.setattr(dp_cpu, "SERIAL_MAX_WORK", limit)
+        got[name] = (budget_solve(values, costs, budget, groups=groups),
+                     budget_solve(values, costs, budget, groups=groups, mode="coverage", coverage=cover, lam=0.5))
+    for a, b in zip(got["serial"], got["parallel"]):
+        assert np.array_equal(a, b)
