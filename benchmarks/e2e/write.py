@@ -81,6 +81,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 def env_for(tree: Path | None, threads: int = 0) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("C3M_STORE", "C3M_NAMESPACE")}
+    env["PYTHONHASHSEED"] = "0"  # set order reaches c3m's visual-anchor tie-breaks: same index, same work per tree
     if tree is not None:  # its `c3m` package shadows the installed one (c3m_kernels stays the installed one)
         env["PYTHONPATH"] = str(tree)
     if threads:  # numpy's BLAS (MiniLM, spaCy) and torch's OpenMP pool (scene encoder)
@@ -164,15 +165,16 @@ def write_outputs(args, rows: list[dict], dataset: Path, out: Path) -> None:
         lines.append(f"| {r['tree']} | {r['method']} | " + " | ".join(
             f"{r[s + '_cpu_s']:.1f} ({100 * r[s + '_cpu_s'] / max(r['cpu_s'], 1e-9):.0f}%)" for s in stage_names)
             + " |")
-    before = {r["method"]: r for r in rows if r["tree"] == "before"}
-    pairs = [(before[r["method"]], r) for r in rows if r["tree"] == "after" and r["method"] in before]
+    before = {(r["method"], r["tree"].removeprefix("before")): r for r in rows if r["tree"].startswith("before")}
+    pairs = [(before[r["method"], r["tree"].removeprefix("after")], r) for r in rows
+             if r["tree"].startswith("after") and (r["method"], r["tree"].removeprefix("after")) in before]
     if pairs:
         lines += ["", "Before / after (ratio > 1: faster now):", "",
                   "| method | total s before | total s after | ratio | CPU s before → after | p50 ms before → after | "
                   + " | ".join(f"{s} s" for s in stage_names) + " |",
                   "|---|---:|---:|---:|---:|---:|" + "---:|" * len(stage_names)]
         for b, a in pairs:
-            lines.append(f"| {a['method']} | {b['total_s']:.1f} | {a['total_s']:.1f} | "
+            lines.append(f"| {a['method']}{a['tree'].removeprefix('after')} | {b['total_s']:.1f} | {a['total_s']:.1f} | "
                          f"{b['total_s'] / a['total_s']:.2f}× | {b['cpu_s']:.1f} → {a['cpu_s']:.1f} | "
                          f"{b['p50_ms']:.0f} → {a['p50_ms']:.0f} | "
                          + " | ".join(f"{b[s + '_s']:.1f} → {a[s + '_s']:.1f}" for s in stage_names) + " |")
@@ -247,12 +249,12 @@ def main() -> int:
             return 0
         runs = [(label, tree, 0) for label, tree in trees]
         if args.one_thread:
-            runs.append(("after, 1 thread", args.after_tree, 1))
+            runs += [(f"{label}, 1 thread", tree, 1) for label, tree in trees]
         compare = set(args.before_methods.split(",")) if args.before_methods else set(methods)
         rows = []
         for m in methods:
             for label, tree, threads in runs:
-                if label == "before" and m not in compare:
+                if label.startswith("before") and m not in compare:
                     continue
                 r = {"tree": label, **summarise(run_one(args, tree, m, dataset, tmp, threads=threads))}
                 rows.append(r)
