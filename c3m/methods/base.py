@@ -181,6 +181,12 @@ class MemoryMethod(ABC):
         that request alone. The default asks them one by one."""
         return [m.retrieve(q, b) for m, q, b in requests]
 
+    @classmethod
+    def reads_batched(cls, owner: type["MemoryMethod"]) -> bool:
+        """Whether ``cls`` still reads through ``owner``'s batched ``retrieve_many``: a subclass that overrides
+        ``retrieve`` (research code, a test double) is asked one by one, so its override is what runs."""
+        return cls.retrieve is owner.retrieve
+
     def attach_arena(self, arena, key: str | None = None) -> None:
         """Keep this tenant's read keys in ``arena`` (a ``c3m.read.arena.KeyArena`` shared by the tenants one
         ``Memory`` opens) under ``key`` (default: the namespace), so batches over many tenants are one ragged

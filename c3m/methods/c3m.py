@@ -270,7 +270,7 @@ class C3M(MemoryMethod):
         return self._graph
 
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
-        return self.retrieve_many([(self, question, budget)])[0]
+        return C3M._read_batch([(self, question, budget)])[0]
 
     @classmethod
     def retrieve_many(cls, requests) -> list[Context]:
@@ -278,6 +278,12 @@ class C3M(MemoryMethod):
         call, one anchor-extraction call, one ragged launch for routing scores, one for every question's node pool,
         one budget solve for every composition. Routing, expansion and composition run per question in between
         (a few dozen entries each). ``retrieve`` is the batch of one."""
+        if not cls.reads_batched(C3M):  # a subclass's own retrieve runs, one by one
+            return MemoryMethod.retrieve_many.__func__(cls, requests)
+        return C3M._read_batch(requests)
+
+    @staticmethod
+    def _read_batch(requests) -> list[Context]:
         ms = [m for m, _, _ in requests]
         questions = [q for _, q, _ in requests]
         Q = query_vectors([m.models.text_embedder for m in ms], questions)

@@ -90,12 +90,18 @@ class DenseTopK(RankedNodesMethod):
         self.dense.attach(arena, key)
 
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
-        return self.retrieve_many([(self, question, budget)])[0]
+        return DenseTopK._read_batch([(self, question, budget)])[0]
 
     @classmethod
     def retrieve_many(cls, requests) -> list[Context]:
         """One embedding call, one ragged top-k launch per key arena, one node fetch per store (module
         docstring); each context is what ``retrieve`` gives alone."""
+        if not cls.reads_batched(DenseTopK):  # a subclass's own retrieve runs, one by one
+            return MemoryMethod.retrieve_many.__func__(cls, requests)
+        return DenseTopK._read_batch(requests)
+
+    @staticmethod
+    def _read_batch(requests) -> list[Context]:
         out: list[Context | None] = [None] * len(requests)
         live = []
         for i, (m, q, b) in enumerate(requests):
@@ -110,7 +116,7 @@ class DenseTopK(RankedNodesMethod):
         want = {i: requests[i][0].pool_size + POOL_SLACK for i in live}
         todo = live
         while todo:
-            ranked = cls._ranked(requests, todo, Q[[qrow[i] for i in todo]], want)
+            ranked = DenseTopK._ranked(requests, todo, Q[[qrow[i] for i in todo]], want)
             nodes = _fetch(requests, ranked)
             again = []
             for i in todo:
