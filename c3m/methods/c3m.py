@@ -33,7 +33,7 @@ from ..read.compose import (FORM_NAMES, SELECTORS, Candidate, ComposeConfig, com
 from ..read.expand import anchor_graph, expand_entries
 from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace
 from ..write.capacity import enforce
-from ..index.active import MAX_VISUAL, ActiveIndex, normalize
+from ..index.active import MAX_VISUAL, ActiveIndex, normalize, top_counts
 from ..write.ramu import apply, decide, propose
 from ..write.units import Unit, describer, segment
 from .base import MemoryMethod, register
@@ -240,7 +240,7 @@ class C3M(MemoryMethod):
             actions.append(log)
             if unit.visual and log.get("entry") in self.index.entries:
                 e = self.index.entries[log["entry"]]
-                e.visual = Counter(dict((e.visual + Counter(unit.visual)).most_common(MAX_VISUAL)))
+                e.visual = top_counts(e.visual + Counter(unit.visual), MAX_VISUAL)
             self.index.observe_df(unit.entities | unit.states)  # IDF over the past: counted after the decision
         actions += enforce(self.index, self.write_budget, self.head, self.models.token_counter.count, c.delta)
         return actions

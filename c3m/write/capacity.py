@@ -19,11 +19,9 @@ Every repair is logged with what moved where; the pointer set is the same before
 """
 from __future__ import annotations
 
-from collections import Counter
-
 from ..errors import C3MError
 from ..index.active import (MAX_STATES, MAX_VISUAL, ActiveIndex, IndexEntry, idf, mean_direction, merge_pointers,
-                            normalize)
+                            normalize, top_counts)
 from ..types import Relation, WriteBudget
 from ..models.relation_head import FeatureRelationHead
 from .features import judge, relation_features
@@ -47,7 +45,7 @@ def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> N
     dst.labels.update(src.labels)
     dst.labels[label] += 1
     dst.entities.update(src.entities)
-    dst.visual = Counter(dict((dst.visual + src.visual).most_common(MAX_VISUAL)))
+    dst.visual = top_counts(dst.visual + src.visual, MAX_VISUAL)
     dst.z = normalize(dst.z * dst.support + src.z * src.support)
     dst.image_z = mean_direction(dst.image_z, src.image_z)
     dst.support += src.support
