@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import random
 import sys
 import time
@@ -247,11 +246,11 @@ def main(argv=None) -> int:
 
 
 def write_markdown(rows, out: Path, args) -> None:
-    import platform
+    from c3m.machine import describe
 
     lines = [f"# End-to-end read: batched vs per-question loop vs faiss per tenant ({args.device})", "",
              f"`python benchmarks/e2e/read.py {' '.join(sys.argv[1:])}` — {time.strftime('%Y-%m-%d')}, "
-             f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, MiniLM (numpy) embedder, "
+             f"{describe()}, MiniLM (numpy) embedder, "
              f"default reader budget; {args.requests} requests per cell, batches of {args.batch}.", "",
              "| method | tenants | path | q/s | p50 ms | p95 ms | × loop | identical to loop | RSS MiB / 1000 tenants |",
              "|---|---:|---|---:|---:|---:|---:|---|---:|"]

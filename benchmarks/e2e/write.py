@@ -15,7 +15,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -121,13 +120,9 @@ def git_commit(tree: Path) -> str:
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
+    from c3m.machine import cpu_model
+
+    return cpu_model()
 
 
 def write_outputs(args, rows: list[dict], dataset: Path, out: Path) -> None:
