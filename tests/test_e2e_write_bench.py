@@ -25,7 +25,12 @@ def test_smoke_writes_table_csv_and_plot(tmp_path):
         assert abs(stages - float(r["total_s"])) < 0.01 + 1e-3 * float(r["total_s"])  # exclusive stages + other
         assert int(r["sessions"]) > 0 and int(r["raw_nodes"]) > 0
     assert float(rows[0]["capacity_s"]) > 0 and float(rows[0]["ramu_s"]) > 0
-    assert "| c3m |" in out.with_suffix(".md").read_text() and out.with_suffix(".png").stat().st_size > 0
+    assert "| c3m |" in out.with_suffix(".md").read_text()
+    try:
+        import matplotlib  # noqa: F401  (the `bench` extra; CI's `dev` install has no plotting)
+    except ImportError:
+        return
+    assert out.with_suffix(".png").stat().st_size > 0
 
 
 def test_stage_clock_is_exclusive():

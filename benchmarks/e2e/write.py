@@ -180,8 +180,11 @@ def write_outputs(args, rows: list[dict], dataset: Path, out: Path) -> None:
 
 
 def plot(rows: list[dict], stage_names, path: Path) -> None:
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:  # the `bench` extra has it; the table and CSV do not need it
+        print("matplotlib is not installed: no PNG (pip install -e '.[bench]')", file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
