@@ -177,15 +177,14 @@ class MemoryMethod(ABC):
     def retrieve_many(cls, requests: Sequence[tuple["MemoryMethod", str, ReaderBudget]]) -> list[Context]:
         """Contexts for many (method instance, question, budget) requests at once, instances of this class over
         any namespaces (tenants). A method whose read path batches (one embedding call, one ragged top-k launch,
-        one budget solve for all requests) overrides this; each context must equal what ``retrieve`` gives for
-        that request alone. The default asks them one by one."""
+        one budget solve for all requests) defines a static ``_read_batch(requests)`` and a ``retrieve`` that is
+        its batch of one; each context must equal what ``retrieve`` gives for that request alone. Otherwise —
+        and for a subclass that overrides ``retrieve`` (research code, a test double), so that its override is
+        what runs — the requests are asked one by one."""
+        owner = next((k for k in cls.__mro__ if "_read_batch" in vars(k)), None)
+        if owner is not None and cls.retrieve is owner.retrieve:
+            return owner._read_batch(requests)
         return [m.retrieve(q, b) for m, q, b in requests]
-
-    @classmethod
-    def reads_batched(cls, owner: type["MemoryMethod"]) -> bool:
-        """Whether ``cls`` still reads through ``owner``'s batched ``retrieve_many``: a subclass that overrides
-        ``retrieve`` (research code, a test double) is asked one by one, so its override is what runs."""
-        return cls.retrieve is owner.retrieve
 
     def attach_arena(self, arena, key: str | None = None) -> None:
         """Keep this tenant's read keys in ``arena`` (a ``c3m.read.arena.KeyArena`` shared by the tenants one

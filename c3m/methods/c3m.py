@@ -26,8 +26,8 @@ import numpy as np
 from ..errors import InvalidInput
 from ..models.relation_head import RELATION_HEADS, is_relation_head_name, make_relation_head
 from ..models.summary import LeadSummarizer
-from ..read.batch import query_vectors, segments_scores, segments_topk, solve_many
-from ..read.bmer import BmerConfig, lexical, pool_from_ranked, pool_owners, route, routing_keys, select
+from ..read.batch import query_vectors, segments_scores, solve_many
+from ..read.bmer import BmerConfig, expand_pools, lexical, route, routing_keys, select
 from ..read.compose import (FORM_NAMES, SELECTORS, Candidate, ComposeConfig, compose_finish, compose_plan,
                             is_selector_name, make_selector, solve_instance)
 from ..read.expand import anchor_graph, expand_entries
@@ -272,18 +272,12 @@ class C3M(MemoryMethod):
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
         return C3M._read_batch([(self, question, budget)])[0]
 
-    @classmethod
-    def retrieve_many(cls, requests) -> list[Context]:
+    @staticmethod
+    def _read_batch(requests) -> list[Context]:
         """The read path for a batch of (method, question, budget) over any tenants, stage by stage: one embedding
         call, one anchor-extraction call, one ragged launch for routing scores, one for every question's node pool,
         one budget solve for every composition. Routing, expansion and composition run per question in between
         (a few dozen entries each). ``retrieve`` is the batch of one."""
-        if not cls.reads_batched(C3M):  # a subclass's own retrieve runs, one by one
-            return MemoryMethod.retrieve_many.__func__(cls, requests)
-        return C3M._read_batch(requests)
-
-    @staticmethod
-    def _read_batch(requests) -> list[Context]:
         ms = [m for m, _, _ in requests]
         questions = [q for _, q, _ in requests]
         Q = query_vectors([m.models.text_embedder for m in ms], questions)
@@ -303,7 +297,7 @@ class C3M(MemoryMethod):
                 out[i] = found
             else:
                 staged.append((i, found))
-        pools = _pools(requests, Q, staged, device)
+        pools = expand_pools([requests[i][0]._pool_job(Q[i], found) for i, found in staged], device=device)
         plans = []
         for (i, (pages, members, routed, expanded_n)), (ids, pool) in zip(staged, pools):
             m, question, budget = requests[i]
@@ -327,8 +321,12 @@ class C3M(MemoryMethod):
         found = self._route_expand(question, q, keys, budget, cos)
         if isinstance(found, Context):
             return q, []
-        (ids, pool), = _pools([(self, question, budget)], q[None], [(0, found)], self.device)
+        (ids, pool), = expand_pools([self._pool_job(q, found)], device=self.device)
         return q, self._candidates(*found, ids, pool)[0]
+
+    def _pool_job(self, q: np.ndarray, found) -> tuple:
+        """``bmer.expand_pools``'s job for routed + expanded members (``found`` from ``_route_expand``)."""
+        return (found[1], self.namespace, q, self.read_cfg, self.store.get_nodes, self.node_vectors)
 
     def _route_expand(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget, cos: np.ndarray):
         """Route and expand: (pages, members, routed count, expanded count), or an empty Context when nothing can
@@ -431,29 +429,3 @@ def _describe_many(methods, questions) -> list[set[str]]:
         for i, d in zip(idx, described):
             out[i] = C3M._keys(d)
     return out  # type: ignore[return-value]
-
-
-def _pools(requests, Q, staged, device) -> list[tuple[list[str], list]]:
-    """Every staged question's node pool: its members expanded into Raw Nodes (one fetch per store), ranked by
-    cos(q, node) in one ragged launch; [(expanded ids, pool)] in ``staged`` order."""
-    owners = []
-    want: dict[int, tuple] = {}
-    for i, (pages, members, *_rest) in staged:
-        m = requests[i][0]
-        expanded, owner = pool_owners(members, m.namespace)
-        owners.append((expanded, owner))
-        want.setdefault(id(m.store), (m.store, set()))[1].update(expanded)
-    fetched = {key: store.get_nodes(sorted(ids)) for key, (store, ids) in want.items()}
-    segs, ks = [], []
-    for (i, _), (expanded, _) in zip(staged, owners):
-        m = requests[i][0]
-        nodes = fetched[id(m.store)]
-        segs.append(m.node_vectors([nodes[n] for n in expanded]) if expanded else np.zeros((0, Q.shape[1]), np.float32))
-        ks.append(min(m.read_cfg.pool, len(expanded)))
-    ranked = segments_topk(Q[[i for i, _ in staged]], segs, ks, device=device) if staged else []
-    out = []
-    for (i, _), (expanded, owner), V, (_, idx) in zip(staged, owners, segs, ranked):
-        m = requests[i][0]
-        pool = pool_from_ranked(expanded, owner, fetched[id(m.store)], V, Q[i], idx, m.read_cfg) if expanded else []
-        out.append((expanded, pool))
-    return out

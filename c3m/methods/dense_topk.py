@@ -92,16 +92,10 @@ class DenseTopK(RankedNodesMethod):
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
         return DenseTopK._read_batch([(self, question, budget)])[0]
 
-    @classmethod
-    def retrieve_many(cls, requests) -> list[Context]:
-        """One embedding call, one ragged top-k launch per key arena, one node fetch per store (module
-        docstring); each context is what ``retrieve`` gives alone."""
-        if not cls.reads_batched(DenseTopK):  # a subclass's own retrieve runs, one by one
-            return MemoryMethod.retrieve_many.__func__(cls, requests)
-        return DenseTopK._read_batch(requests)
-
     @staticmethod
     def _read_batch(requests) -> list[Context]:
+        """One embedding call, one ragged top-k launch per key arena, one node fetch per store (module
+        docstring); each context is what ``retrieve`` gives alone."""
         out: list[Context | None] = [None] * len(requests)
         live = []
         for i, (m, q, b) in enumerate(requests):

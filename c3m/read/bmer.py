@@ -85,7 +85,7 @@ def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBud
     return chosen, [(e, e_score[e.entry_id]) for e in routed[: cfg.entries_k]]
 
 
-def pool_owners(members, namespace: str) -> tuple[list[str], dict[str, tuple]]:
+def _pool_owners(members, namespace: str) -> tuple[list[str], dict[str, tuple]]:
     """Expand (entry, score[, tag]) members into Src(e) Raw-Node ids: (sorted ids, {id: (best-scoring owner entry,
     its score, its tag)})."""
     owner: dict[str, tuple] = {}
@@ -98,7 +98,7 @@ def pool_owners(members, namespace: str) -> tuple[list[str], dict[str, tuple]]:
     return sorted(owner), owner
 
 
-def pool_from_ranked(expanded: list[str], owner: dict, nodes: dict, V: np.ndarray, q: np.ndarray, idx,
+def _pool_from_ranked(expanded: list[str], owner: dict, nodes: dict, V: np.ndarray, q: np.ndarray, idx,
                      cfg: BmerConfig) -> list[tuple]:
     """The pool from the expanded nodes ranked by cos(q, node) (``idx``: rows of ``V``, best first): redacted
     nodes dropped, Rel = cos + η · s(q, owner). Returns [(node, Rel, owner entry, owner's tag)]."""
@@ -116,17 +116,35 @@ def expand_pool(members, namespace: str, q: np.ndarray, cfg: BmerConfig, *, get_
     """Expand (entry, score[, tag]) members into Src(e) Raw Nodes and keep the ``cfg.pool`` most relevant.
 
     A node reached from several entries keeps its best-scoring owner; the pool is TopK by cos(q, node)
-    (``candidate_topk``, the ragged launch the batched read shares), each node's relevance Rel = cos + η · s(q,
-    owner), redacted nodes dropped. Returns (every expanded node id, [(node, Rel, owner entry, owner's tag)])."""
-    expanded, owner = pool_owners(members, namespace)
-    if not expanded:
-        return expanded, []
+    (``candidate_topk``), each node's relevance Rel = cos + η · s(q, owner), redacted nodes dropped. Returns
+    (every expanded node id, [(node, Rel, owner entry, owner's tag)]). ``expand_pools`` with one job."""
+    return expand_pools([(members, namespace, q, cfg, get_nodes, vectors)])[0]
+
+
+def expand_pools(jobs, *, device: str = "cpu") -> list[tuple[list[str], list]]:
+    """``expand_pool`` for many ``(members, namespace, q, cfg, get_nodes, vectors)`` jobs at once (the batched
+    read): one ``get_nodes`` call per store for every job's expanded nodes, one ragged top-k launch for every
+    job's ranking. Each job's result is what it gets alone."""
     from .batch import segments_topk
 
-    nodes = get_nodes(expanded)
-    V = vectors([nodes[i] for i in expanded])
-    (_, idx), = segments_topk(q[None, :].astype(np.float32), [V], min(cfg.pool, len(expanded)))
-    return expanded, pool_from_ranked(expanded, owner, nodes, V, q, idx, cfg)
+    owners, want = [], {}
+    for members, namespace, *_rest, get_nodes, _ in jobs:
+        expanded, owner = _pool_owners(members, namespace)
+        owners.append((expanded, owner))
+        want.setdefault(get_nodes, set()).update(expanded)  # bound store methods: equal for one store
+    fetched = {get: get(sorted(ids)) for get, ids in want.items()}
+    segs, ks = [], []
+    for (_, _, q, cfg, get_nodes, vectors), (expanded, _) in zip(jobs, owners):
+        nodes = fetched[get_nodes]
+        segs.append(vectors([nodes[n] for n in expanded]) if expanded else np.zeros((0, len(q)), np.float32))
+        ks.append(min(cfg.pool, len(expanded)))
+    Q = np.stack([np.asarray(job[2], np.float32) for job in jobs]) if jobs else np.zeros((0, 0), np.float32)
+    ranked = segments_topk(Q, segs, ks, device=device) if jobs else []
+    out = []
+    for (_, _, q, cfg, get_nodes, _), (expanded, owner), V, (_, idx) in zip(jobs, owners, segs, ranked):
+        pool = _pool_from_ranked(expanded, owner, fetched[get_nodes], V, q, idx, cfg) if expanded else []
+        out.append((expanded, pool))
+    return out
 
 
 def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_keys: set[str], budget: ReaderBudget,
