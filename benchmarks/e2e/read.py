@@ -246,10 +246,14 @@ def main(argv=None) -> int:
 
 
 def write_markdown(rows, out: Path, args) -> None:
+    import subprocess
+
     from c3m.machine import describe
 
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "?"
     lines = [f"# End-to-end read: batched vs per-question loop vs faiss per tenant ({args.device})", "",
-             f"`python benchmarks/e2e/read.py {' '.join(sys.argv[1:])}` — {time.strftime('%Y-%m-%d')}, "
+             f"`python benchmarks/e2e/read.py {' '.join(sys.argv[1:])}` — {time.strftime('%Y-%m-%d')}, at commit {commit}, "
              f"{describe()}, MiniLM (numpy) embedder, "
              f"default reader budget; {args.requests} requests per cell, batches of {args.batch}.", "",
              "| method | tenants | path | q/s | p50 ms | p95 ms | × loop | identical to loop | RSS MiB / 1000 tenants |",

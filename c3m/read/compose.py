@@ -413,6 +413,7 @@ def compose_finish(plan: Plan, chosen_mask: np.ndarray) -> Context:
     """The Context from a plan and the solver's choice over its items."""
     items, trace, budget = plan.items, plan.trace, plan.budget
     chosen = [i for i in range(len(items)) if len(chosen_mask) and chosen_mask[i]]
+    chosen_set = set(chosen)
     picked = [items[i] for i in chosen]
     picked.sort(key=lambda it: (it.node.time, it.node.session_id, it.node.turn_index, FORMS.index(it.form)))
     ctx_items = tuple(ContextItem(it.node.node_id, it.node.provenance, it.node.role, it.form, it.text, it.images,
@@ -421,7 +422,7 @@ def compose_finish(plan: Plan, chosen_mask: np.ndarray) -> Context:
     use = BudgetUse(len({p for p, _ in trace.pages}), len(raw), len({im.sha256 for it in picked for im in it.images}),
                     sum(it.tokens for it in picked))
     forms = {f.value: sum(it.form is f for it in picked) for f in FORMS}
-    dropped = tuple(dict.fromkeys(items[i].node.node_id for i in range(len(items)) if i not in set(chosen)))
+    dropped = tuple(dict.fromkeys(items[i].node.node_id for i in range(len(items)) if i not in chosen_set))
     all_nodes = plan.all_nodes
     trace = replace(
         trace,
