@@ -27,11 +27,14 @@ EXTRAS = {
     "gpu": [TORCH, "triton>=3.0", "numba>=0.60"],
     "bench": ["faiss-cpu>=1.8", "scipy>=1.11", "matplotlib>=3.8", "pandas>=2.0"],
     "train": [TORCH, "accelerate>=0.30", "matplotlib>=3.8"],
-    "server": ["fastapi>=0.110", "uvicorn>=0.29"],
+    # `c3m serve` (FastAPI + uvicorn; python-multipart for uploads) and `c3m mcp` (the official MCP SDK)
+    "server": ["fastapi>=0.110", "uvicorn>=0.29", "python-multipart>=0.0.9", "mcp>=1.2"],
 }
 EXTRAS["dev"] = sorted(
-    set(EXTRAS["models"] + EXTRAS["kernels"] + EXTRAS["llm"] + EXTRAS["nlp"] + ["triton>=3.0", "scipy>=1.11"])
-    | {"pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"}
+    set(EXTRAS["models"] + EXTRAS["kernels"] + EXTRAS["llm"] + EXTRAS["nlp"] + EXTRAS["server"]
+        + ["triton>=3.0", "scipy>=1.11"])
+    # httpx: FastAPI's TestClient; selenium: the inspector's browser test (Debian's chromium + chromium-driver)
+    | {"pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "httpx>=0.27", "selenium>=4.20"}
 )
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 
@@ -47,7 +50,7 @@ setup(
     + [f"c3m_kernels.{p}" for p in find_packages(where="kernels")],
     package_dir={"c3m_kernels": "kernels"},
     include_package_data=True,
-    package_data={"c3m": ["py.typed", "models/weights/*"]},
+    package_data={"c3m": ["py.typed", "models/weights/*", "server/static/*"]},
     install_requires=["numpy>=1.24", "Pillow>=10.0", "tqdm>=4.66"],
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["c3m=c3m.cli:main"]},

@@ -467,6 +467,92 @@ def cmd_synth(args) -> int:
     return 0
 
 
+# -- service ---------------------------------------------------------------------------------------
+def _key_file(args) -> Path:
+    return Path(args.keys) if getattr(args, "keys", None) else Path(args.store) / "api_keys.json"
+
+
+def cmd_keys(args) -> int:
+    from .server.auth import KeyRing
+
+    ring = KeyRing(_key_file(args))
+    if args.keys_command == "add":
+        key, rec = ring.add(args.namespace or [], args.label or "")
+        if args.json:
+            print(json.dumps({"key": key, "key_id": rec.key_id, "namespaces": list(rec.namespaces)}))
+        else:
+            print(f"{key}\n  id {rec.key_id}, namespaces {', '.join(rec.namespaces)} (stored hashed in "
+                  f"{ring.path}; this is the only time the key is shown)")
+    elif args.keys_command == "revoke":
+        if not args.key_id or not ring.revoke(args.key_id):
+            from .errors import InvalidInput
+
+            raise InvalidInput("key_id", f"no key {args.key_id!r} in {ring.path}", fix="list them with `c3m keys list`")
+        print(f"revoked {args.key_id}")
+    else:
+        rows = [{"key_id": r.key_id, "namespaces": list(r.namespaces), "label": r.label, "created_at": r.created_at}
+                for r in ring.records]
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            print(f"{len(rows)} key(s) in {ring.path}")
+            for r in rows:
+                print(f"  {r['key_id']}  {', '.join(r['namespaces'])}  {r['label']}  {r['created_at']}")
+    return 0
+
+
+def _limits(args):
+    from dataclasses import replace
+
+    from .server.limits import RequestLimits
+
+    return replace(RequestLimits(), max_body_bytes=int(args.max_body_mib * 1024 * 1024),
+                   max_text_chars=args.max_text_chars, max_images_per_turn=args.max_images_per_turn)
+
+
+def cmd_serve(args) -> int:
+    cfg = _config(args)
+    if args.openapi:
+        from .server.app import openapi_spec
+
+        Path(args.openapi).write_text(json.dumps(openapi_spec(cfg), indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.openapi}")
+        return 0
+    from .errors import InvalidInput
+    from .methods import method_class
+    from .server.auth import KeyRing
+
+    method_class(cfg.method)
+    keys = None
+    if not args.no_auth:
+        keys = KeyRing(_key_file(args))
+        if not len(keys):
+            raise InvalidInput("--keys", f"no API keys in {keys.path}",
+                               fix=f"make one: `c3m keys add --store {args.store} --namespace NS` (or run "
+                                   "`c3m serve --no-auth` on loopback for local development)")
+    elif args.host not in ("127.0.0.1", "localhost", "::1"):
+        raise InvalidInput("--no-auth", f"refused on a non-loopback host ({args.host}): anyone could read every "
+                           "namespace", fix="make API keys with `c3m keys add`, or bind --host 127.0.0.1")
+    import uvicorn
+
+    from .server.app import create_app
+
+    app = create_app(args.store, cfg, keys=keys, limits=_limits(args))
+    print(f"c3m serve: store {args.store}, method {cfg.method}, "
+          f"{'no auth (loopback only)' if keys is None else f'{len(keys)} API key(s)'}; "
+          f"inspector at http://{args.host}:{args.port}/inspector", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_mcp(args) -> int:
+    from .server.mcp import run_mcp
+
+    run_mcp(args.store, _config(args), transport=args.transport, host=args.host, port=args.port,
+            namespace=args.namespace)
+    return 0
+
+
 # -- parser ---------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="c3m", description="Cross-session multimodal memory for LLM/VLM agents: "
@@ -554,6 +640,44 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--session", help="redact every turn of this session")
     sp.add_argument("--reason", required=True, help="why (kept in the audit log)")
     sp.set_defaults(func=cmd_forget)
+
+    sp = sub.add_parser("serve", help="HTTP API + inspector page over a store (FastAPI; the `server` extra)",
+                        description="Serves every namespace of --store: sessions (JSON or multipart), retrieve, ask, "
+                                    "trace, index, entry history, nodes, images, forget, verify; the inspector page "
+                                    "at /inspector. Needs API keys (`c3m keys add`) unless --no-auth on loopback. "
+                                    "API reference: docs/service.md and docs/openapi.json.")
+    common(sp, namespace=False)
+    sp.add_argument("--host", default="127.0.0.1")
+    sp.add_argument("--port", type=int, default=8765)
+    sp.add_argument("--keys", help="API key file (default STORE/api_keys.json)")
+    sp.add_argument("--no-auth", action="store_true", help="no API keys (loopback only: every namespace is open)")
+    sp.add_argument("--max-body-mib", type=float, default=64, help="largest request body (default 64 MiB)")
+    sp.add_argument("--max-text-chars", type=int, default=100_000, help="longest turn text (default 100,000)")
+    sp.add_argument("--max-images-per-turn", type=int, default=16)
+    sp.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+    sp.add_argument("--openapi", metavar="FILE", help="write the OpenAPI spec to FILE and exit")
+    sp.set_defaults(func=cmd_serve)
+
+    sp = sub.add_parser("keys", help="API keys for `c3m serve`: add (shown once), list, revoke",
+                        description="Keys are stored hashed (SHA-256) in STORE/api_keys.json (or --keys FILE). A key "
+                                    "grants namespaces: exact names, prefixes ending in '*' ('team/*'), or '*' (admin).")
+    common(sp, namespace=False, method=False)
+    sp.add_argument("keys_command", choices=("add", "list", "revoke"))
+    sp.add_argument("key_id", nargs="?", help="revoke: the key's id (from `c3m keys list`)")
+    sp.add_argument("--namespace", "-n", action="append", help="add: a namespace or pattern this key grants (repeatable)")
+    sp.add_argument("--label", help="add: a note kept with the key (who it is for)")
+    sp.add_argument("--keys", help="key file (default STORE/api_keys.json)")
+    sp.set_defaults(func=cmd_keys)
+
+    sp = sub.add_parser("mcp", help="MCP server (remember / recall / ask / forget) over stdio or streamable HTTP",
+                        description="For MCP clients (Claude Desktop, Cursor, ...): stdio by default; "
+                                    "--transport streamable-http serves http://HOST:PORT/mcp. With --namespace every "
+                                    "tool works in that one namespace (one user per server).")
+    common(sp)
+    sp.add_argument("--transport", default="stdio", choices=("stdio", "streamable-http"))
+    sp.add_argument("--host", default="127.0.0.1")
+    sp.add_argument("--port", type=int, default=8766)
+    sp.set_defaults(func=cmd_mcp)
 
     from .eval.loaders import LOADERS
 

@@ -62,6 +62,7 @@ class Memory:
         if _parent is not None:
             self.method.attach_arena(_parent._shared_arena())
         self._version: int | None = None  # seq of the last session folded into self.method
+        self._forgets: int | None = None  # forget-log length when self.method was loaded (store.generation)
         self.sync()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -114,7 +115,9 @@ class Memory:
 
     def sync(self) -> int:
         """Bring the in-memory index up to the store's latest session; returns the version."""
-        head = self.store.head_seq(self.namespace)
+        head, forgets = self.store.generation(self.namespace)
+        if forgets != self._forgets:  # another connection forgot nodes: our index may hold their content
+            self._version, self._forgets = None, forgets
         if self._version == head:
             return head
         snap_version = self.store.latest_snapshot_version(self.namespace, self.method.snapshot_key)

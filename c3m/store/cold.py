@@ -264,6 +264,14 @@ class ColdStore:
         return self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM sessions WHERE namespace=?",
                                  (namespace,)).fetchone()[0]
 
+    def generation(self, namespace: str) -> tuple[int, int]:
+        """(head seq, forget-log length) of a namespace: changes whenever another connection adds a session *or*
+        forgets nodes (a forget keeps the head but drops snapshots, so the head alone cannot tell a reader that
+        its in-memory index still holds forgotten content)."""
+        row = self.conn.execute("SELECT (SELECT COALESCE(MAX(seq), 0) FROM sessions WHERE namespace=?),"
+                                " (SELECT COUNT(*) FROM forget_log WHERE namespace=?)", (namespace, namespace)).fetchone()
+        return int(row[0]), int(row[1])
+
     def sessions(self, namespace: str) -> list[SessionRecord]:
         rows = self.conn.execute("SELECT * FROM sessions WHERE namespace=? ORDER BY seq", (namespace,))
         return [_session_record(r) for r in rows]
@@ -347,6 +355,16 @@ class ColdStore:
 
     def image_bytes(self, ref: ImageRef | str) -> bytes:
         return self.blobs.get(ref.sha256 if isinstance(ref, ImageRef) else ref)
+
+    def image_in_namespace(self, namespace: str, sha256: str) -> str | None:
+        """The MIME type of blob ``sha256`` when a non-redacted Raw Node of ``namespace`` holds it as an image or
+        a non-redacted derived blob (a grounded crop) of ``namespace`` is it; else None. What a server checks
+        before handing out bytes: a blob shared by two namespaces is visible to each, never through the other."""
+        row = self.conn.execute(
+            "SELECT i.mime FROM node_images i JOIN raw_nodes r ON r.node_id=i.node_id WHERE i.sha256=? AND"
+            " r.namespace=? AND i.redacted=0 UNION ALL SELECT mime FROM derived_blobs WHERE sha256=? AND namespace=?"
+            " AND redacted=0 LIMIT 1", (sha256, namespace, sha256, namespace)).fetchone()
+        return row[0] if row else None
 
     def namespaces(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT DISTINCT namespace FROM sessions ORDER BY namespace")]

@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS forget_log (
     reason    TEXT NOT NULL,
     at        TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS forget_log_by_namespace ON forget_log (namespace);
 
 CREATE TABLE IF NOT EXISTS index_snapshots (
     namespace           TEXT    NOT NULL,
