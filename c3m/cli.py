@@ -663,7 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "grants namespaces: exact names, prefixes ending in '*' ('team/*'), or '*' (admin).")
     common(sp, namespace=False, method=False)
     sp.add_argument("keys_command", choices=("add", "list", "revoke"))
-    sp.add_argument("key_id", nargs="?", help="revoke: the key's id (from `c3m keys list`)")
+    sp.add_argument("--id", dest="key_id", help="revoke: the key's id (from `c3m keys list`)")
     sp.add_argument("--namespace", "-n", action="append", help="add: a namespace or pattern this key grants (repeatable)")
     sp.add_argument("--label", help="add: a note kept with the key (who it is for)")
     sp.add_argument("--keys", help="key file (default STORE/api_keys.json)")

@@ -116,3 +116,26 @@ def test_config_roundtrip_from_toml(tmp_path):
     path.write_text('methd = "x"\n')
     with pytest.raises(InvalidInput, match="methd"):
         MemoryConfig.load(path)
+
+
+def test_a_forget_through_another_connection_reaches_an_open_reader(store_path, models):
+    """A forget keeps the head seq but drops snapshots: a reader that only compared heads kept serving the forgotten
+    text from its in-memory index (a server's reader thread, or another process)."""
+    from factories import make_session
+
+    from c3m.config import MemoryConfig
+
+    cfg = MemoryConfig(method="c3m")
+    writer = Memory(store_path, "u", config=cfg, models=models)
+    reader = Memory(store_path, "u", config=cfg, models=models)
+    for i in range(3):
+        writer.add_session(make_session(i, with_image=False, text=f"my locker code is {1000 + i}"))
+    assert "1001" in reader.retrieve("locker code").text()
+    entries_before = [e["text"] for e in reader.method.describe()["entries"]]
+    assert any("1001" in t for t in entries_before)
+    writer.forget(session_id="s1", reason="user request")
+    ctx = reader.retrieve("locker code")
+    assert "1001" not in ctx.text()
+    assert not any("1001" in e["text"] for e in reader.method.describe()["entries"])  # the index was rebuilt
+    writer.close()
+    reader.close()
