@@ -262,3 +262,12 @@ def test_allowed_refuses_namespaces_in_process(tmp_path):
 
         ok, rec = anyio.run(main)
         assert ok.structured_content["created"] and "launch is on Tuesday" in _texts(rec)[0]
+
+
+def test_streamable_http_refuses_a_public_host(tmp_path):
+    from c3m.errors import InvalidInput
+    from c3m.server.mcp import run_mcp
+
+    with pytest.raises(InvalidInput) as exc:
+        run_mcp(tmp_path / "s", transport="streamable-http", host="0.0.0.0")
+    assert exc.value.field == "--host" and "127.0.0.1" in exc.value.fix

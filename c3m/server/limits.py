@@ -70,9 +70,13 @@ def decode_base64(value: Any, path: str) -> bytes:
     if value.startswith("data:") and "," in value:  # a data URL from a browser
         value = value.split(",", 1)[1]
     try:
-        return base64.b64decode(value, validate=True)
+        data = base64.b64decode("".join(value.split()), validate=True)  # line-wrapped base64 is common
     except (binascii.Error, ValueError) as exc:
-        raise InvalidInput(path, f"is not valid base64 ({exc})", fix="encode the image bytes with standard base64")
+        raise InvalidInput(path, f"is not valid base64 ({exc})",
+                           fix="encode the image bytes with standard base64 (with = padding)") from None
+    if not data:
+        raise InvalidInput(path, "decodes to no bytes", fix="base64-encode the image file's bytes")
+    return data
 
 
 def parse_time(value: Any, path: str) -> datetime:

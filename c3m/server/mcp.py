@@ -24,17 +24,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import binascii
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import inspect
 import json
 import logging
 import sys
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
@@ -46,8 +43,9 @@ from pydantic import BaseModel, Field
 from ..config import MemoryConfig
 from ..errors import C3MError, InvalidInput
 from ..store import check_namespace
-from ..types import Context, ReaderBudget, Session, Turn, as_json_dict
+from ..types import Context, ReaderBudget, Session, as_json_dict
 from .engine import Engine
+from .limits import RequestLimits, session_from_json
 
 log = logging.getLogger(__name__)
 
@@ -104,53 +102,21 @@ MaxPages = Annotated[int | None, Field(ge=0, description="at most this many inde
 # ---------------------------------------------------------------------------------------------
 # Input conversion
 # ---------------------------------------------------------------------------------------------
-def decode_image(value: str, field: str) -> bytes:
-    """Base64 (or a ``data:...;base64,`` URL) to bytes; ``InvalidInput`` naming ``field`` otherwise."""
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(field, "must be a non-empty base64 string", fix="base64-encode the image file's bytes")
-    s = value.strip()
-    if s.startswith("data:"):
-        head, _, s = s.partition(",")
-        if ";base64" not in head:
-            raise InvalidInput(field, "a data: URL must be base64-encoded",
-                               fix="use data:image/png;base64,<base64 bytes>")
-    try:
-        data = base64.b64decode("".join(s.split()), validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInput(field, "is not valid base64", fix="base64-encode the image file's bytes "
-                                                             "(standard alphabet, with = padding)") from None
-    if not data:
-        raise InvalidInput(field, "decodes to no bytes", fix="base64-encode the image file's bytes")
-    return data
-
-
-def parse_time(value: str | None, field: str = "time") -> datetime:
-    if value is None:
-        return datetime.now(timezone.utc)
-    try:
-        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except (AttributeError, ValueError):
-        raise InvalidInput(field, f"{value!r} is not an ISO 8601 time",
-                           fix="e.g. '2026-03-02T10:00:00Z' (no time zone = UTC)") from None
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
-
-
-def session_from_args(turns: list[TurnIn], session_id: str | None, time: str | None) -> Session:
-    if not turns:
-        raise InvalidInput("turns", "a session needs at least one turn", fix="pass [{role, text}, ...]")
-    when = parse_time(time)
-    built = []
-    for i, t in enumerate(turns):
-        images = tuple(decode_image(im, f"turns[{i}].images[{k}]") for k, im in enumerate(t.images))
-        built.append(Turn(role=t.role, text=t.text, images=images))
-    if session_id is None:  # content hash: a retried call with the same time stores the session once
-        h = hashlib.sha256(when.isoformat().encode())
-        for t in built:
-            h.update(json.dumps([t.role, t.text, [hashlib.sha256(b).hexdigest() for b in t.images]]).encode())
-        session_id = f"mcp-{h.hexdigest()[:20]}" if time is not None else f"mcp-{uuid.uuid4().hex[:20]}"
-    elif not session_id.strip():
-        raise InvalidInput("session_id", "must be a non-empty string when given", fix="omit it to get a new id")
-    return Session(id=session_id, time=when, turns=tuple(built))
+def session_from_args(turns: list[TurnIn], session_id: str | None, time: str | None,
+                      limits: RequestLimits | None = None) -> Session:
+    """The tool's arguments as a ``Session``, under the HTTP API's request limits and checks
+    (``c3m.server.limits``: turns, text length, images per turn, image bytes and pixels, base64)."""
+    obj: dict[str, Any] = {"turns": [{"role": t.role, "text": t.text, "images": [{"data": im} for im in t.images]}
+                                     for t in turns]}
+    if time is not None:
+        obj["time"] = time
+    if session_id is not None:
+        if not session_id.strip():
+            raise InvalidInput("session_id", "must be a non-empty string when given", fix="omit it to get a new id")
+        obj["id"] = session_id
+    elif time is None:  # no time: every call is a new session (with a time, the content hash makes retries idempotent)
+        obj["id"] = f"mcp-{uuid.uuid4().hex[:20]}"
+    return session_from_json(obj, limits or RequestLimits())
 
 
 def budget_from_args(base: ReaderBudget, max_nodes=None, max_images=None, max_text_tokens=None,
@@ -356,6 +322,11 @@ def run_mcp(store: str | Path, config: MemoryConfig | None = None, *, transport:
         raise InvalidInput("--transport", f"unknown transport {transport!r}", fix=f"use one of {list(TRANSPORTS)}")
     if namespace is not None:
         check_namespace(namespace)
+    if transport == "streamable-http" and host not in ("127.0.0.1", "localhost", "::1"):
+        # the MCP transport here has no API keys: anyone who reaches the port could read every namespace
+        raise InvalidInput("--host", f"streamable HTTP on a non-loopback host ({host}) would be open to anyone",
+                           fix="bind --host 127.0.0.1 (and put an authenticating proxy in front for remote "
+                               "clients), or use `c3m serve` with API keys")
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with contextlib.redirect_stdout(sys.stderr):  # stdio: model loading must not write on the protocol stream
