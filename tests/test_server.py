@@ -364,3 +364,16 @@ def test_serve_refuses_without_keys_and_no_auth_off_loopback(tmp_path, capsys):
     assert oct((tmp_path / "s" / "api_keys.json").stat().st_mode & 0o777) == "0o600"
     assert main(["keys", "revoke", "--store", str(tmp_path / "s"), "--id", rec.key_id]) == 0
     assert KeyRing(tmp_path / "s" / "api_keys.json").lookup(key) is None
+
+
+def test_key_ring_follows_the_file_while_the_server_runs(tmp_path):
+    ring = KeyRing(tmp_path / "keys.json")
+    key, rec = ring.add(["alice"])
+    other = KeyRing(tmp_path / "keys.json")  # another process: `c3m keys revoke` while the server runs
+    assert other.lookup(key) == rec
+    key2, _ = ring.add(["bob"])
+    assert other.lookup(key2) is not None
+    ring.revoke(rec.key_id)
+    assert other.lookup(key) is None
+    (tmp_path / "keys.json").write_text("{damaged")
+    assert other.lookup(key2) is not None  # a damaged file keeps the keys loaded before (and logs why)

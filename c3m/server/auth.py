@@ -14,6 +14,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import tempfile
@@ -68,15 +69,26 @@ class KeyRing:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.records: list[KeyRecord] = []
-        if self.path.exists():
+        self._load()
+
+    def _stamp(self):
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def _load(self) -> None:
+        seen, records = self._stamp(), []
+        if seen is not None:
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
-                self.records = [KeyRecord(r["key_id"], r["sha256"], tuple(r["namespaces"]), r.get("label", ""),
+                records = [KeyRecord(r["key_id"], r["sha256"], tuple(r["namespaces"]), r.get("label", ""),
                                           r.get("created_at", "")) for r in data["keys"]]
             except (ValueError, KeyError, TypeError) as exc:
                 raise InvalidInput("keys", f"{self.path} is not a c3m key file ({exc})",
                                    fix="recreate it with `c3m keys add`") from None
+        self._seen, self.records = seen, records
         self._by_hash = {r.sha256: r for r in self.records}
 
     def __len__(self) -> int:
@@ -107,6 +119,13 @@ class KeyRing:
         """The record of a presented key, or None (compared in constant time on the hash)."""
         if not key:
             return None
+        if self._stamp() != self._seen:  # `c3m keys add/revoke` while the server runs: takes effect at once
+            try:
+                self._load()
+            except InvalidInput as exc:  # a damaged file: keep serving the keys loaded before, say why
+                self._seen = self._stamp()
+                logging.getLogger(__name__).error("%s; still using the %d key(s) loaded before", exc,
+                                                  len(self.records))
         digest = hash_key(key)
         rec = self._by_hash.get(digest)
         return rec if rec is not None and hmac.compare_digest(rec.sha256, digest) else None
@@ -123,6 +142,7 @@ class KeyRing:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
+            self._seen = self._stamp()
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
