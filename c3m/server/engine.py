@@ -62,6 +62,8 @@ class _Worker(threading.Thread):
             self.failed = exc
             self.ready.set()
             return
+        if self.batch and self.engine.warm:
+            self._warm()
         self.ready.set()
         try:
             while True:
@@ -82,6 +84,18 @@ class _Worker(threading.Thread):
                 self._run(jobs)
         finally:
             self.memory.close()
+
+    def _warm(self) -> None:
+        """Load the models a first request would (embedder, anchor extractor, answerer) before the server says
+        it is ready: the first ``ask`` took 5-7 s otherwise. Read-only: an empty namespace, nothing stored."""
+        import time
+
+        t0 = time.perf_counter()
+        try:
+            self.memory.ask("warm up: what did I say?")
+        except Exception as exc:  # a model that fails here fails on the first request too, with its own error
+            log.warning("warm-up failed (%s); models load on the first request", exc)
+        log.info("warm-up took %.1f s", time.perf_counter() - t0)
 
     def _run(self, jobs: list[_Job]) -> None:
         retrieves = [j for j in jobs if j.retrieve is not None]
@@ -130,8 +144,9 @@ class Engine:
     ``Memory`` or its store past the call: they belong to that thread."""
 
     def __init__(self, store_path: str | Path, config: MemoryConfig | None = None, *,
-                 root_namespace: str = "default", start_timeout_s: float = 120.0):
+                 root_namespace: str = "default", start_timeout_s: float = 120.0, warm: bool = True):
         self.store_path = Path(store_path)
+        self.warm = warm
         self.config = config or MemoryConfig()
         self.root_namespace = root_namespace
         self.reader = _Worker("c3m-reader", self, batch=True)

@@ -27,6 +27,7 @@ fact ("Thanks for the update!", "Take care") would otherwise make unrelated unit
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from datetime import datetime
@@ -152,6 +153,13 @@ class DescriptionMemo:
         self.max_items = max_items
         self.memo: dict[str, tuple] = {}
         self._extractor = None
+        self._lock = threading.Lock()  # one memo per process: a server's reader and writer threads share it
+
+    def __getstate__(self):  # a lock does not pickle; a copy gets its own
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _lock=threading.Lock())
 
     @property
     def extractor(self):
@@ -164,13 +172,14 @@ class DescriptionMemo:
         return self._extractor
 
     def describe(self, texts: Sequence[str]) -> list[tuple[set, set, bool, bool, bool]]:
-        todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
-        if todo:
-            if len(self.memo) + len(todo) > self.max_items:
-                self.memo.clear()
-            for t, anchors in zip(todo, self.extractor.extract(todo)):
-                self.memo[t] = describe_text(t, anchors)
-        return [self.memo[t] for t in texts]
+        with self._lock:
+            todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
+            if todo:
+                if len(self.memo) + len(todo) > self.max_items:
+                    self.memo.clear()
+                for t, anchors in zip(todo, self.extractor.extract(todo)):
+                    self.memo[t] = describe_text(t, anchors)
+            return [self.memo[t] for t in texts]
 
 
 @lru_cache(maxsize=3)
