@@ -377,3 +377,18 @@ def test_key_ring_follows_the_file_while_the_server_runs(tmp_path):
     assert other.lookup(key) is None
     (tmp_path / "keys.json").write_text("{damaged")
     assert other.lookup(key2) is not None  # a damaged file keeps the keys loaded before (and logs why)
+
+
+def test_a_chunked_body_over_the_limit_is_refused_without_content_length(server):
+    client, keys, _ = server
+    h = dict(auth(keys["alice"]), **{"Content-Type": "application/json"})
+
+    def chunks():  # a generator body: sent chunked, no Content-Length
+        yield b'{"turns": [{"role": "user", "text": "'
+        for _ in range(40):
+            yield b"z" * 65536
+        yield b'"}]}'
+    before = client.get("/v1/namespaces/alice/sessions", headers=h).json()
+    r = client.post("/v1/namespaces/alice/sessions", content=chunks(), headers=h)
+    err(r, 413, "body")
+    assert client.get("/v1/namespaces/alice/sessions", headers=h).json() == before

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, File, Form, Header, Query, Request, UploadFile
+from fastapi import Depends, FastAPI, File, Form, Header, Query, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -96,6 +96,52 @@ def _loc(loc) -> str:
     return out or "body"
 
 
+class _TooLarge(BaseException):
+    """Raised from inside ``receive`` when a body grows past the limit. A BaseException so that no handler
+    between here and ``BodyLimit`` (FastAPI's body parsing catches ``Exception``) turns it into another error."""
+
+
+class BodyLimit:
+    """Refuse a request body over ``limit`` bytes with 413, before it is parsed: by its Content-Length when it
+    has one, else by counting the chunks as they arrive (a chunked upload cannot slip past)."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            return await self._refuse(send, int(length))
+        seen, started = 0, False
+
+        async def counted():
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge()
+            return msg
+
+        async def tracked(msg):
+            nonlocal started
+            started = started or msg["type"] == "http.response.start"
+            await send(msg)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except _TooLarge:
+            if not started:
+                await self._refuse(send, seen)
+
+    async def _refuse(self, send, size: int) -> None:
+        await _error(413, "RequestTooLarge", f"request body is {size}+ bytes, over the limit of {self.limit}",
+                     field="body", fix="send fewer or smaller images per request (one session per request), or "
+                                       "raise `c3m serve --max-body-mib`")({"type": "http"}, None, send)
+
+
 # -- the app ------------------------------------------------------------------------------------
 def create_app(store: str | Path, config: MemoryConfig | None = None, *, keys: KeyRing | None = None,
                limits: RequestLimits | None = None, engine: Engine | None = None) -> FastAPI:
@@ -120,16 +166,7 @@ def create_app(store: str | Path, config: MemoryConfig | None = None, *, keys: K
     app.state.started = time.time()
     eng: Engine = app.state.engine
 
-    # ---- body size (before any parsing) ----
-    @app.middleware("http")
-    async def body_limit(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limits.max_body_bytes:
-            return _error(413, "RequestTooLarge", f"request body is {length} bytes, over the limit of "
-                          f"{limits.max_body_bytes}", field="body",
-                          fix="send fewer or smaller images per request (one session per request), or raise "
-                              "`c3m serve --max-body-mib`")
-        return await call_next(request)
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
 
     @app.exception_handler(HTTPError)
     async def _http_error(request, exc: HTTPError):
