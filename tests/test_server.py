@@ -392,3 +392,43 @@ def test_a_chunked_body_over_the_limit_is_refused_without_content_length(server)
     r = client.post("/v1/namespaces/alice/sessions", content=chunks(), headers=h)
     err(r, 413, "body")
     assert client.get("/v1/namespaces/alice/sessions", headers=h).json() == before
+
+
+# -- fuzzing the request bodies --------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                  max_size=4), max_leaves=20)
+_turn_like = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "bot", ""]) | _json,
+                                    "text": st.text(max_size=40) | _json},
+                                   optional={"images": st.lists(st.fixed_dictionaries({"data": st.text(max_size=30)
+                                                                                      | st.just(b64(RED))}) | _json,
+                                                                max_size=2)})
+_session_like = st.fixed_dictionaries({}, optional={"id": st.text(max_size=12) | _json,
+                                                    "time": st.sampled_from(["2026-01-01T00:00:00", "x", ""]) | _json,
+                                                    "turns": st.lists(_turn_like, max_size=3) | _json}) | _json
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_session_like)
+def test_random_session_bodies_get_a_clear_answer_never_a_server_error(server, body):
+    client, keys, _ = server
+    r = client.post("/v1/namespaces/fuzz/sessions", json=body, headers=auth(keys["admin"]))
+    assert r.status_code in (200, 201, 400, 409, 422), (r.status_code, r.text, body)
+    if r.status_code >= 400:
+        e = r.json()["error"]
+        assert e["field"] and e["message"] and e["fix"]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.fixed_dictionaries({}, optional={"question": st.text(max_size=60) | _json,
+                                                "budget": st.dictionaries(st.sampled_from(["pages", "raw_nodes",
+                                                                                           "images", "text_tokens",
+                                                                                           "x"]),
+                                                                          st.integers(-3, 10**9) | _json,
+                                                                          max_size=4) | _json}) | _json)
+def test_random_queries_get_a_clear_answer_never_a_server_error(server, body):
+    client, keys, _ = server
+    r = client.post("/v1/namespaces/alice/retrieve", json=body, headers=auth(keys["alice"]))
+    assert r.status_code in (200, 400, 422), (r.status_code, r.text, body)
