@@ -65,8 +65,10 @@ def init(self, *a, **k):
 E.Engine.__init__ = init
 out = sys.argv[1]
 def dump(*_):
+    import threading
     with open(out + ".tmp", "w") as f:
-        json.dump([list(e.reader.batches) for e in engines], f)
+        json.dump({"batches": [list(e.reader.batches) for e in engines],
+                   "threads": {t.name: t.native_id for t in threading.enumerate()}}, f)
     import os
     os.replace(out + ".tmp", out)
 signal.signal(signal.SIGUSR1, dump)
@@ -172,20 +174,42 @@ class Server:
             time.sleep(0.2)
         raise SystemExit(f"server not ready in {timeout_s} s:\n{self.log_path.read_text()[-3000:]}")
 
-    def batches(self) -> list[int]:
-        """The reader's retrieve batch sizes so far (probe only; [] without it)."""
+    def probe(self) -> dict:
+        """The reader's retrieve batch sizes so far and the server's thread ids (probe only; {} without it)."""
         if self.proc.poll() is not None or "-c" not in self.cmd:
-            return []
+            return {}
         before = self.probe_file.stat().st_mtime_ns if self.probe_file.exists() else 0
         self.proc.send_signal(signal.SIGUSR1)
         for _ in range(100):
             time.sleep(0.05)
             if self.probe_file.exists() and self.probe_file.stat().st_mtime_ns != before:
                 try:
-                    return [b for e in json.loads(self.probe_file.read_text()) for b in e]
+                    got = json.loads(self.probe_file.read_text())
                 except ValueError:
                     continue
-        return []
+                got["batches"] = [b for e in got["batches"] for b in e]
+                return got
+        return {}
+
+    def batches(self) -> list[int]:
+        return self.probe().get("batches", [])
+
+    def cpu(self, threads: dict) -> dict:
+        """CPU seconds so far of the server's event loop (main thread), reader, writer, and everything else."""
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def stat(path):
+            try:
+                f = Path(path).read_text().rsplit(")", 1)[1].split()
+                return (int(f[11]) + int(f[12])) / tick
+            except (OSError, IndexError, ValueError):
+                return 0.0
+        total = stat(f"/proc/{self.proc.pid}/stat")
+        out = {"loop": stat(f"/proc/{self.proc.pid}/task/{self.proc.pid}/stat"),
+               "reader": stat(f"/proc/{self.proc.pid}/task/{threads.get('c3m-reader')}/stat"),
+               "writer": stat(f"/proc/{self.proc.pid}/task/{threads.get('c3m-writer')}/stat")}
+        out["other"] = max(0.0, total - sum(out.values()))
+        return out
 
     def log_text(self) -> str:
         self.log.flush()
@@ -381,7 +405,7 @@ def write_markdown(rows, extras, out: Path, stem: str, args, argv) -> None:
                            capture_output=True, text=True).stdout.strip()
     store = args.store or "a fresh temporary store per method"
     lines = [f"# `c3m serve` under load: concurrent HTTP clients on loopback", "",
-             f"`python benchmarks/service/load_test.py {' '.join(argv)}` — {time.strftime('%Y-%m-%d')}, at commit "
+             f"`{' '.join(['python benchmarks/service/load_test.py', *argv])}` — {time.strftime('%Y-%m-%d')}, at commit "
              f"{commit}{' (+ uncommitted changes)' if dirty else ''}, {describe()}, "
              f"load average before the run {extras['loadavg']}. Server: `c3m serve` (one process, "
              f"{'no auth' if args.no_auth else 'API key'}), text embedder {args.text_embedder or 'auto'}; store: "
@@ -397,11 +421,14 @@ def write_markdown(rows, extras, out: Path, stem: str, args, argv) -> None:
               "containing \"database is locked\" (server-log lines are counted on the level's `all` row). "
               "`all` = every endpoint together. Latency is per request, measured by the client.", ""]
     if extras.get("levels"):
-        lines += ["| method | clients | retrieve batches (reader thread) | slowest request | server log lines |",
-                  "|---|---:|---|---|---:|"]
+        lines += ["| method | clients | retrieve batches (reader thread) | slowest request | CPU cores: event loop / "
+                  "reader / writer / other server threads / load client | server log lines |",
+                  "|---|---:|---|---|---|---:|"]
         for lv in extras["levels"]:
+            c = lv.get("cpu")
+            cores = " / ".join(f"{c[k]:.2f}" for k in ("loop", "reader", "writer", "other", "client")) if c else ""
             lines.append(f"| {lv['method']} | {lv['clients']} | {lv['batches'] or '(no probe)'} | {lv['slowest']} | "
-                         f"{lv['log_lines']} |")
+                         f"{cores} | {lv['log_lines']} |")
         lines.append("")
     for m, info in extras.get("servers", {}).items():
         lines.append(f"- {m}: server ready in {info['ready_s']} s; {info['seed']}; exit code {info['rc']}")
@@ -504,9 +531,15 @@ def main(argv: list[str] | None = None) -> int:
             for n in levels:
                 clients = [Client(i, names[i % len(names)], own[names[i % len(names)]], reads, args.seed)
                            for i in range(n)]
-                b0 = len(srv.batches())
+                pr0 = srv.probe()
+                b0 = len(pr0.get("batches", []))
+                threads = pr0.get("threads", {})
+                cpu0, me0 = srv.cpu(threads), sum(os.times()[:2])
                 log0 = len(srv.log_text().splitlines())
                 stats, wall = asyncio.run(run_level(clients, base, headers, args.seconds, args))
+                cpu1, me1 = srv.cpu(threads), sum(os.times()[:2])
+                cpu = {k: (cpu1[k] - cpu0[k]) / wall for k in cpu0}
+                cpu["client"] = (me1 - me0) / wall
                 for c in clients:  # the next level's clients know what this one wrote
                     own[c.ns] = c.questions
                 batches = srv.batches()[b0:]
@@ -515,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
                 sl = stats.slowest
                 extras["levels"].append({"method": method, "clients": n, "batches": batch_summary(batches),
                                          "log_lines": len(new_log),
-                                         "slowest": f"{sl[1]} {1000 * sl[0]:.0f} ms, sent at {sl[2]:.1f} s"})
+                                         "slowest": f"{sl[1]} {1000 * sl[0]:.0f} ms, sent at {sl[2]:.1f} s",
+                                         "cpu": cpu if threads else None})
                 extras["samples"] += stats.samples + [f"server log: {line[:300]}" for line in new_log
                                                       if "Error" in line or LOCKED in line][:5]
                 every = []
@@ -531,8 +565,8 @@ def main(argv: list[str] | None = None) -> int:
                               for q in (50, 95, 99)}}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-                print(f"[{method}] {n} clients: retrieve batches {batch_summary(batches)}", file=sys.stderr,
-                      flush=True)
+                print(f"[{method}] {n} clients: retrieve batches {batch_summary(batches)}; CPU cores "
+                      + json.dumps({k: round(v, 2) for k, v in cpu.items()}), file=sys.stderr, flush=True)
         finally:
             rc = srv.stop()
             log = srv.log_path.read_text(errors="replace")
