@@ -113,7 +113,9 @@ def _names(record: dict, entry_id: str) -> bool:
 
 def trace_view(mem, ctx: Context, image_url: UrlFor) -> dict:
     """The route of one query, stage by stage: pages → entries → node pool → chosen context, with the budget
-    used on each dimension (the inspector draws this)."""
+    used on each dimension (the inspector draws this). Items carry their current/superseded marks and the
+    context its update chains, as the answerer sees them (``MemoryMethod.annotate``: selects, charges nothing)."""
+    ctx = mem.method.annotate(ctx)
     t = ctx.trace
     d = index_view(mem) if _index(mem.method) is not None else {}
     pages = {p["id"]: p for p in d.get("pages", [])}
