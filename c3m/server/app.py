@@ -377,8 +377,7 @@ def create_app(store: str | Path, config: MemoryConfig | None = None, *, keys: K
     async def inspector() -> FileResponse:
         return FileResponse(STATIC / "inspector.html", media_type="text/html")
 
-    if STATIC.is_dir():
-        app.mount("/inspector/static", StaticFiles(directory=STATIC), name="inspector-static")
+    app.mount("/inspector/static", StaticFiles(directory=STATIC), name="inspector-static")  # package data
     return app
 
 
