@@ -12,10 +12,24 @@ version adds rows and never rewrites old ones; only a logged ``forget`` of the n
 
 Schema v2 added the two derived tables (a v1 store is upgraded in place on open; v1 code refuses a v2 store,
 whose ``forget`` would not know to redact derived records).
+
+Schema v3 stores index snapshots as *deltas*: a row is either a full state (``kind`` 'full') or a patch against
+the state of ``base_version`` (``kind`` 'delta', see ``c3m.store.delta``), with a full checkpoint at least every
+``SNAPSHOT_CHECKPOINT_EVERY`` versions, so a store grows with the sessions, not with sessions x index size.
+``encoding`` 1 marks rows written by v1/v2 code (full, ``state_sha256`` over the zlib blob); 2 marks v3 rows
+(``state_sha256`` over the full state's canonical JSON, delta or not). A v2 store gains the three columns on
+open (its rows read as encoding-1 fulls); v2 code refuses a v3 store, which it could not read.
 """
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+
+# Columns added after a table was first shipped: (table, column, definition); added on open when missing.
+MIGRATIONS = (
+    ("index_snapshots", "kind", "TEXT NOT NULL DEFAULT 'full'"),
+    ("index_snapshots", "base_version", "INTEGER"),
+    ("index_snapshots", "encoding", "INTEGER NOT NULL DEFAULT 1"),
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -79,11 +93,14 @@ CREATE TABLE IF NOT EXISTS index_snapshots (
     version             INTEGER NOT NULL,      -- = seq of the last session folded in
     session_id          TEXT    NOT NULL,
     created_at          TEXT    NOT NULL,
-    state               BLOB    NOT NULL,      -- zlib(JSON) of the method's index state
-    state_sha256        TEXT    NOT NULL,
-    pointers            BLOB    NOT NULL,      -- zlib(JSON list) of Raw-Node ids reachable from the index
-    n_pointers          INTEGER NOT NULL,
+    state               BLOB    NOT NULL,      -- zlib(JSON): the state (full) or a patch to base's (delta)
+    state_sha256        TEXT    NOT NULL,      -- encoding 2: of the full state's canonical JSON
+    pointers            BLOB    NOT NULL,      -- zlib(JSON): sorted Raw-Node ids (full), {"+": [...], "-": [...]}
+    n_pointers          INTEGER NOT NULL,      --   vs base's (delta); n_pointers counts the full set
     complete_provenance INTEGER NOT NULL,      -- 1: the method promises pointers == all nodes ingested
+    kind                TEXT    NOT NULL DEFAULT 'full',   -- 'full' | 'delta'
+    base_version        INTEGER,               -- delta: the version it patches (always an earlier one)
+    encoding            INTEGER NOT NULL DEFAULT 1,        -- 1: v1/v2 row, 2: v3 row (see above)
     PRIMARY KEY (namespace, method, version)
 );
 

@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .cold import ColdStore, _unpack, session_content_sha256
+from ..errors import StoreError
+from .cold import ColdStore, decode_snapshot_row, session_content_sha256
 
 
 @dataclass
@@ -165,24 +166,34 @@ def verify_store(store: ColdStore, *, check_blob_hashes: bool = True, max_messag
     if temps:
         rep.warnings.append(f"{len(temps)} leftover temp file(s) in {store.blobs.tmp}; harmless")
 
-    # Snapshots: payload hash, pointers resolve into the namespace, provenance completeness.
+    # Snapshots: every version rebuilt (full rows and the deltas on them, in order) and checked against its hash;
+    # pointers resolve into the namespace; provenance completeness.
     n_snap = 0
-    for s in q("SELECT namespace, method, version, state, state_sha256, pointers, n_pointers, complete_provenance"
-               " FROM index_snapshots ORDER BY namespace, method, version").fetchall():
-        n_snap += 1
-        tag = f"snapshot {s['namespace']}/{s['method']}@{s['version']}"
-        if hashlib.sha256(s["state"]).hexdigest() != s["state_sha256"]:
-            err(f"{tag}: state hash mismatch")
-        pointers = set(_unpack(s["pointers"]))
-        if len(pointers) != s["n_pointers"]:
-            err(f"{tag}: pointer count {len(pointers)} != recorded {s['n_pointers']}")
-        nodes_upto = {r[0] for r in q(
-            "SELECT r.node_id FROM raw_nodes r JOIN sessions x ON x.namespace=r.namespace AND x.session_id=r.session_id"
-            " WHERE r.namespace=? AND x.seq<=?", (s["namespace"], s["version"]))}
-        dangling = pointers - nodes_upto
-        if dangling:
-            err(f"{tag}: {len(dangling)} pointer(s) to nodes not ingested by then, e.g. {sorted(dangling)[:2]}")
-        if s["complete_provenance"] and pointers != nodes_upto:
-            err(f"{tag}: reaches {len(pointers & nodes_upto)} of {len(nodes_upto)} Raw Nodes (provenance lost)")
+    for namespace, method in q("SELECT DISTINCT namespace, method FROM index_snapshots ORDER BY namespace, method"
+                               ).fetchall():
+        seq_of = {r[0]: r[1] for r in q(
+            "SELECT r.node_id, x.seq FROM raw_nodes r JOIN sessions x ON x.namespace=r.namespace AND"
+            " x.session_id=r.session_id WHERE r.namespace=?", (namespace,))}
+        prev = None  # (version, state, pointers) of the last row that decoded
+        for s in q("SELECT * FROM index_snapshots WHERE namespace=? AND method=? ORDER BY version",
+                   (namespace, method)).fetchall():
+            n_snap += 1
+            tag = f"snapshot {namespace}/{method}@{s['version']}"
+            try:
+                if s["kind"] == "delta" and (prev is None or prev[0] != s["base_version"]):
+                    raise StoreError(f"{tag}: its base version {s['base_version']} is missing or unreadable")
+                state, pointers, _ = decode_snapshot_row(tag, s, prev[1] if prev else None,
+                                                         prev[2] if prev else set(), check=True)
+            except StoreError as exc:
+                err(exc.message)
+                prev = None
+                continue
+            prev = (s["version"], state, pointers)
+            nodes_upto = {n for n, seq in seq_of.items() if seq <= s["version"]}
+            dangling = pointers - nodes_upto
+            if dangling:
+                err(f"{tag}: {len(dangling)} pointer(s) to nodes not ingested by then, e.g. {sorted(dangling)[:2]}")
+            if s["complete_provenance"] and pointers != nodes_upto:
+                err(f"{tag}: reaches {len(pointers & nodes_upto)} of {len(nodes_upto)} Raw Nodes (provenance lost)")
     rep.counts["snapshots"] = n_snap
     return rep

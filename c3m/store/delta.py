@@ -1,0 +1,195 @@
+"""A generic, exact diff of JSON trees: what index snapshots store between full checkpoints.
+
+``diff(old, new)`` returns a JSON-serialisable patch and ``apply(old, patch)`` rebuilds ``new`` from it;
+``canonical(apply(old, diff(old, new))) == canonical(new)`` for any JSON values (dicts with string keys, lists,
+strings, numbers, booleans, null). Both arguments must be *normalised* JSON (what ``json.loads`` returns: no
+tuples, no int keys), which is what the Cold Store diffs: equality is type-strict (``1``, ``1.0`` and ``true``
+are different values, as their JSON is).
+
+Patch forms (short tags keep a zlib'd patch small):
+
+- ``["r", value]``: replace with ``value``;
+- ``["d", {key: patch}, [deleted keys]]``: a dict changed by key (new keys come as ``["r", value]``);
+- ``["l", ops]``: a list rebuilt from ops, in order: ``["c", i, j]`` copies old[i:j], ``["p", i, patch]`` is
+  old[i] patched, ``["n", [values]]`` inserts new values.
+
+Lists of dicts that all carry a unique id field (``entry_id``, ``id``, ``node_id``: a method's entries) are
+matched by id, so an entry whose text or counters changed is patched in place, not deleted and re-inserted;
+other lists are matched on each element's canonical JSON (``difflib.SequenceMatcher`` opcodes). A patch is never
+larger than the value it replaces by more than a few bytes: where it would be, the value is stored instead.
+
+``apply`` may reuse (and mutate) the old tree's containers: pass a tree you own.
+"""
+from __future__ import annotations
+
+import json
+from difflib import SequenceMatcher
+from typing import Any
+
+ID_FIELDS = ("entry_id", "id", "node_id")
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def canonical(obj: Any) -> str:
+    """The one JSON text of a value that snapshots hash and store (sorted keys, no spaces)."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Type-strict equality of normalised JSON values (``1 != 1.0 != True``, ``0.0 != -0.0``)."""
+    if a is b:
+        return True
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is dict:
+        return len(a) == len(b) and all(k in b and same(v, b[k]) for k, v in a.items())
+    if ta is list:
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if ta is float:
+        return repr(a) == repr(b)  # nan, -0.0
+    return a == b
+
+
+def diff(old: Any, new: Any) -> list | None:
+    """A patch turning ``old`` into ``new``; None when they are the same."""
+    if same(old, new):
+        return None
+    return _diff(old, new)
+
+
+def _diff(old: Any, new: Any) -> list:
+    """A patch for two values known to differ."""
+    if type(old) is dict and type(new) is dict:
+        sets = {}
+        for k, v in new.items():
+            if k not in old:
+                sets[k] = ["r", v]
+            elif not same(old[k], v):
+                sets[k] = _smaller(old[k], v)
+        return ["d", sets, sorted(k for k in old if k not in new)]
+    if type(old) is list and type(new) is list:
+        return ["l", _list_ops(old, new)]
+    return ["r", new]
+
+
+def _smaller(old: Any, new: Any) -> list:
+    """The recursive patch of two differing values, or a plain replacement when that is no bigger."""
+    if type(old) is not type(new) or type(new) not in (dict, list):
+        return ["r", new]
+    patch = _diff(old, new)
+    return patch if len(canonical(patch)) < len(canonical(new)) + 6 else ["r", new]
+
+
+def _id_field(old: list, new: list) -> str | None:
+    """The id field every element of both lists has (a unique scalar), or None."""
+    if not old or not new or type(old[0]) is not dict:
+        return None
+    for f in ID_FIELDS:
+        ok = True
+        for xs in (old, new):
+            seen = set()
+            for x in xs:
+                if type(x) is not dict or f not in x or type(x[f]) not in (str, int) or x[f] in seen:
+                    ok = False
+                    break
+                seen.add(x[f])
+            if not ok:
+                break
+        if ok:
+            return f
+    return None
+
+
+def _list_ops(old: list, new: list) -> list:
+    field = _id_field(old, new)
+    if field is not None:
+        a = [("i", type(x[field]).__name__, x[field]) for x in old]
+        b = [("i", type(x[field]).__name__, x[field]) for x in new]
+    else:
+        a = [canonical(x) for x in old]
+        b = [canonical(x) for x in new]
+    ops: list = []
+
+    def copy(i: int, j: int) -> None:
+        if i == j:
+            return
+        if ops and ops[-1][0] == "c" and ops[-1][2] == i:
+            ops[-1][2] = j
+        else:
+            ops.append(["c", i, j])
+
+    def insert(v: Any) -> None:
+        if ops and ops[-1][0] == "n":
+            ops[-1][1].append(v)
+        else:
+            ops.append(["n", [v]])
+
+    def patch_or_insert(i: int, v: Any) -> None:
+        """new element v from old[i] (same id, or paired in a replace block)."""
+        if same(old[i], v):
+            copy(i, i + 1)
+            return
+        p = _smaller(old[i], v)
+        if p[0] == "r":
+            insert(v)
+        else:
+            ops.append(["p", i, p])
+
+    where = {k: i for i, k in enumerate(a)} if field is not None else None
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=True).get_opcodes():
+        if tag == "equal":
+            if field is None:
+                copy(i1, i2)
+            else:
+                for i, j in zip(range(i1, i2), range(j1, j2)):
+                    patch_or_insert(i, new[j])
+        elif tag in ("replace", "insert"):
+            for k, j in enumerate(range(j1, j2)):
+                if field is not None:
+                    i = where.get(b[j])  # an entry that moved keeps its patch
+                else:
+                    i = i1 + k if tag == "replace" and i2 - i1 == j2 - j1 else None
+                if i is None:
+                    insert(new[j])
+                else:
+                    patch_or_insert(i, new[j])
+        # "delete": nothing to emit
+    return ops
+
+
+def apply(old: Any, patch: list | None) -> Any:
+    """``new`` from ``old`` and ``diff(old, new)`` (may mutate ``old``'s containers)."""
+    if patch is None:
+        return old
+    tag = patch[0]
+    if tag == "r":
+        return patch[1]
+    if tag == "d":
+        if type(old) is not dict:
+            raise ValueError(f"dict patch on a {type(old).__name__}")
+        for k, p in patch[1].items():
+            old[k] = p[1] if p[0] == "r" else apply(old[k], p)
+        for k in patch[2]:
+            del old[k]
+        return old
+    if tag == "l":
+        if type(old) is not list:
+            raise ValueError(f"list patch on a {type(old).__name__}")
+        out: list = []
+        for op in patch[1]:
+            kind = op[0]
+            if kind == "c":
+                if not 0 <= op[1] <= op[2] <= len(old):
+                    raise ValueError(f"copy range {op[1]}:{op[2]} outside a list of {len(old)}")
+                out.extend(old[op[1]:op[2]])
+            elif kind == "p":
+                if not 0 <= op[1] < len(old):
+                    raise ValueError(f"patched index {op[1]} outside a list of {len(old)}")
+                out.append(apply(old[op[1]], op[2]))
+            elif kind == "n":
+                out.extend(op[1])
+            else:
+                raise ValueError(f"unknown list op {kind!r}")
+        return out
+    raise ValueError(f"unknown patch tag {tag!r}")
