@@ -243,6 +243,7 @@ class Stats:
         self.err: dict[str, int] = {e: 0 for e in ENDPOINTS}
         self.locked: dict[str, int] = {e: 0 for e in ENDPOINTS}
         self.samples: list[str] = []
+        self.empty = 0  # retrieve responses with no context items (every namespace holds sessions: suspicious)
         self.t0 = time.perf_counter()
         self.slowest: tuple[float, str, float] = (0.0, "", 0.0)  # (latency, endpoint, start offset in the level)
 
@@ -312,7 +313,9 @@ async def client_loop(c: Client, base: str, headers: dict, stats: Stats, deadlin
                 r = await request(http, stats, "retrieve", "POST", ns_url(ns) + "/retrieve",
                                   json={"question": c.rng.choice(qs)})
                 if r is not None:
-                    urls = [im["url"] for it in r.json()["items"] for im in it["images"]]
+                    items = r.json()["items"]
+                    stats.empty += not items
+                    urls = [im["url"] for it in items for im in it["images"]]
                     c.images = (c.images + urls)[-32:]
 
 
@@ -407,7 +410,8 @@ def write_markdown(rows, extras, out: Path, stem: str, args, argv) -> None:
     lines = [f"# `c3m serve` under load: concurrent HTTP clients on loopback", "",
              f"`{' '.join(['python benchmarks/service/load_test.py', *argv])}` — {time.strftime('%Y-%m-%d')}, at commit "
              f"{commit}{' (+ uncommitted changes)' if dirty else ''}, {describe()}, "
-             f"load average before the run {extras['loadavg']}. Server: `c3m serve` (one process, "
+             f"load average (1/5/15 min) before the run {extras['loadavg']}, after it {extras.get('loadavg_after', '?')} "
+             f"(this run alone adds about 1). Server: `c3m serve` (one process, "
              f"{'no auth' if args.no_auth else 'API key'}), text embedder {args.text_embedder or 'auto'}; store: "
              f"{store}; {args.seconds:g} s per level; mix: {args.write_frac:.0%} session writes, "
              f"{args.index_frac:.0%} index reads, {args.image_frac:.0%} image fetches, the rest retrieves. "
@@ -421,13 +425,14 @@ def write_markdown(rows, extras, out: Path, stem: str, args, argv) -> None:
               "containing \"database is locked\" (server-log lines are counted on the level's `all` row). "
               "`all` = every endpoint together. Latency is per request, measured by the client.", ""]
     if extras.get("levels"):
-        lines += ["| method | clients | retrieve batches (reader thread) | slowest request | CPU cores: event loop / "
-                  "reader / writer / other server threads / load client | server log lines |",
-                  "|---|---:|---|---|---|---:|"]
+        lines += ["| method | clients | retrieve batches (reader thread) | empty contexts | slowest request | CPU cores: "
+                  "event loop / reader / writer / other server threads / load client | server log lines |",
+                  "|---|---:|---|---:|---|---|---:|"]
         for lv in extras["levels"]:
             c = lv.get("cpu")
             cores = " / ".join(f"{c[k]:.2f}" for k in ("loop", "reader", "writer", "other", "client")) if c else ""
-            lines.append(f"| {lv['method']} | {lv['clients']} | {lv['batches'] or '(no probe)'} | {lv['slowest']} | "
+            lines.append(f"| {lv['method']} | {lv['clients']} | {lv['batches'] or '(no probe)'} | {lv['empty']} | "
+                         f"{lv['slowest']} | "
                          f"{cores} | {lv['log_lines']} |")
         lines.append("")
     for m, info in extras.get("servers", {}).items():
@@ -549,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                 extras["levels"].append({"method": method, "clients": n, "batches": batch_summary(batches),
                                          "log_lines": len(new_log),
                                          "slowest": f"{sl[1]} {1000 * sl[0]:.0f} ms, sent at {sl[2]:.1f} s",
-                                         "cpu": cpu if threads else None})
+                                         "cpu": cpu if threads else None, "empty": stats.empty})
                 extras["samples"] += stats.samples + [f"server log: {line[:300]}" for line in new_log
                                                       if "Error" in line or LOCKED in line][:5]
                 every = []
@@ -573,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
             extras["servers"][method] = {"ready_s": round(ready, 1), "seed": seed_note, "rc": rc}
             print(f"[{method}] server exit code {rc}; its log: {srv.log_path}"
                   + (f" (mentions '{LOCKED}')" if LOCKED in log else ""), file=sys.stderr, flush=True)
+    extras["loadavg_after"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     with open(out / f"{args.stem}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
