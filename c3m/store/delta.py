@@ -30,9 +30,22 @@ ID_FIELDS = ("entry_id", "id", "node_id")
 _SCALARS = (str, int, float, bool, type(None))
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)  # == json.dumps(obj, same options), no per-call setup
+
+
 def canonical(obj: Any) -> str:
     """The one JSON text of a value that snapshots hash and store (sorted keys, no spaces)."""
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+    return _ENCODER.encode(obj)
+
+
+def _key(x: Any) -> Any:
+    """A hashable key equal for two elements iff they are ``same`` (scalars without a JSON dump)."""
+    t = type(x)
+    if t is str or t is int or t is bool or x is None:
+        return (t.__name__, x)
+    if t is float:
+        return ("float", repr(x))
+    return canonical(x)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -107,8 +120,8 @@ def _list_ops(old: list, new: list) -> list:
         a = [("i", type(x[field]).__name__, x[field]) for x in old]
         b = [("i", type(x[field]).__name__, x[field]) for x in new]
     else:
-        a = [canonical(x) for x in old]
-        b = [canonical(x) for x in new]
+        a = [_key(x) for x in old]
+        b = [_key(x) for x in new]
     ops: list = []
 
     def copy(i: int, j: int) -> None:
