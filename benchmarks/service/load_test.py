@@ -404,8 +404,9 @@ def write_markdown(rows, extras, out: Path, stem: str, args, argv) -> None:
 
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or "?"
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
+    dirty = [line for line in subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                             capture_output=True, text=True).stdout.splitlines()
+             if f"/{stem}." not in line]  # this script's own earlier outputs do not count
     store = args.store or "a fresh temporary store per method"
     lines = [f"# `c3m serve` under load: concurrent HTTP clients on loopback", "",
              f"`{' '.join(['python benchmarks/service/load_test.py', *argv])}` — {time.strftime('%Y-%m-%d')}, at commit "
