@@ -616,7 +616,7 @@ class ColdStore:
           (namespace, method, version, session_id, at, blob, sha, pblob, len(ptrs), int(complete_provenance),
            kind, base))
         # if the transaction rolls back, the row's (created_at, hash) will not match and the entry is dropped
-        self._remember(key, _CachedState(version, at, sha, norm, canon, set(ptrs)), force=True)
+        self._remember(key, _CachedState(version, at, sha, norm, canon, set(ptrs), tuple(ptrs)), force=True)
 
     def _detach_dependents(self, namespace: str, method: str, version: int) -> None:
         """Rewrite as full rows the deltas built on ``version`` (before that row is replaced)."""
@@ -741,8 +741,10 @@ class ColdStore:
         if row is None:
             return None
         st = self._state_at(namespace, method, version)
+        if st.sorted_pointers is None:
+            st.sorted_pointers = tuple(sorted(st.pointers))
         return Snapshot(row["namespace"], row["method"], row["version"], row["session_id"], row["created_at"],
-                        json.loads(st.canon), tuple(sorted(st.pointers)), bool(row["complete_provenance"]))
+                        json.loads(st.canon), st.sorted_pointers, bool(row["complete_provenance"]))
 
     def snapshot_versions(self, namespace: str, method: str) -> list[int]:
         return [r[0] for r in self.conn.execute(
@@ -886,6 +888,7 @@ class _CachedState:
     state: Any               # normalised JSON tree
     canon: str               # its canonical JSON (what a Snapshot is decoded from)
     pointers: set[str]
+    sorted_pointers: tuple[str, ...] | None = None  # what a Snapshot hands out, sorted once
 
 
 def decode_snapshot_row(tag: str, row: sqlite3.Row, state: Any, pointers: set[str], *, check: bool = True,
