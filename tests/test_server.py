@@ -397,7 +397,7 @@ def test_a_chunked_body_over_the_limit_is_refused_without_content_length(server)
 # -- fuzzing the request bodies --------------------------------------------------------------------
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
                                                                                   max_size=4), max_leaves=20)
 _turn_like = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "bot", ""]) | _json,
@@ -432,3 +432,26 @@ def test_random_queries_get_a_clear_answer_never_a_server_error(server, body):
     client, keys, _ = server
     r = client.post("/v1/namespaces/alice/retrieve", json=body, headers=auth(keys["alice"]))
     assert r.status_code in (200, 400, 422), (r.status_code, r.text, body)
+
+
+def test_store_lookups_do_not_wait_behind_the_reader(server):
+    """Images, nodes and session lists run on the lookup thread: a held reader (a long retrieve batch) does not
+    delay them."""
+    client, keys, _ = server
+    eng = client.app.state.engine
+    h = auth(keys["alice"])
+    ctx = client.post("/v1/namespaces/alice/retrieve", json={"question": "photo of my bike"}, headers=h).json()
+    url = next(im["url"] for i in ctx["items"] for im in i["images"])
+    gate = threading.Event()
+    held = eng.read(lambda m: gate.wait(30))
+    try:
+        assert client.get(url, headers=h).content == RED
+        assert client.get("/v1/namespaces/alice/sessions", headers=h).status_code == 200
+        st = client.get("/v1/stats", headers=auth(keys["admin"])).json()
+        assert st["queued"]["reader"] == 0 and not held.done()  # the reader is still busy with the held job
+    finally:
+        gate.set()
+    held.result(30)
+    st = client.get("/v1/stats", headers=auth(keys["admin"])).json()
+    assert st["retrieves"] >= 1 and st["max_batch"] >= 1 and set(st["queued"]) == {"reader", "writer", "lookup"}
+    err(client.get("/v1/stats", headers=h), 403)

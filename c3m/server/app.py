@@ -255,7 +255,7 @@ def create_app(store: str | Path, config: MemoryConfig | None = None, *, keys: K
         def rows(mem):
             return [{"namespace": ns, **mem.store.namespace_stats(ns)} for ns in mem.store.namespaces()
                     if key.allows(ns)]
-        return await wait(eng.read(rows))
+        return await wait(eng.lookup(rows))
 
     @app.post(ns_path + "/sessions", tags=["write"], status_code=201)
     async def add_session(body: SessionIn, response: Response, namespace: str = Depends(scope)) -> dict:
@@ -290,7 +290,7 @@ def create_app(store: str | Path, config: MemoryConfig | None = None, *, keys: K
     @app.get(ns_path + "/sessions", tags=["inspect"])
     async def list_sessions(namespace: str = Depends(scope)) -> list[dict]:
         """The namespace's sessions in commit order."""
-        return await wait(eng.read(lambda m: [as_json_dict(s) for s in m.store.sessions(namespace)]))
+        return await wait(eng.lookup(lambda m: [as_json_dict(s) for s in m.store.sessions(namespace)]))
 
     @app.post(ns_path + "/retrieve", tags=["read"])
     async def retrieve(body: QueryIn, namespace: str = Depends(scope)) -> dict:
@@ -339,7 +339,7 @@ def create_app(store: str | Path, config: MemoryConfig | None = None, *, keys: K
             if n is None or n.provenance.namespace != namespace:
                 return None
             return node_view(n, url_for(namespace), m.store.perceptions([node_id]).get(node_id, ()))
-        got = await wait(eng.read(get))
+        got = await wait(eng.lookup(get))
         if got is None:
             raise HTTPError(404, f"no Raw Node {node_id!r} in namespace {namespace!r}", field="node_id",
                             fix="take node ids from a context, a trace or the index")
@@ -352,7 +352,7 @@ def create_app(store: str | Path, config: MemoryConfig | None = None, *, keys: K
         def get(m):
             mime = m.store.image_in_namespace(namespace, sha256)
             return (mime, m.image_bytes(sha256)) if mime else None
-        got = await wait(eng.read(get))
+        got = await wait(eng.lookup(get))
         if got is None:
             raise HTTPError(404, f"no image {sha256[:12]}… in namespace {namespace!r}", field="sha256",
                             fix="take image URLs from a context or a node of this namespace")
@@ -367,10 +367,15 @@ def create_app(store: str | Path, config: MemoryConfig | None = None, *, keys: K
             node_ids=body.node_ids, session_id=body.session_id, reason=body.reason)))
         return as_json_dict(rep)
 
+    @app.get("/v1/stats", tags=["service"])
+    async def stats(key: KeyRecord = Depends(admin)) -> dict:
+        """Queue depths per engine thread and retrieve batch sizes (admin keys only)."""
+        return eng.stats()
+
     @app.get("/v1/verify", tags=["service"])
     async def verify(key: KeyRecord = Depends(admin)) -> dict:
         """Check the whole store (integrity, blobs, snapshot pointers); admin keys only."""
-        return await wait(eng.read(lambda m: m.verify().to_dict()))
+        return await wait(eng.lookup(lambda m: m.verify().to_dict()))
 
     # ---- inspector ----
     @app.get("/inspector", include_in_schema=False)
