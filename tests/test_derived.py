@@ -173,7 +173,10 @@ def test_a_v1_store_is_upgraded_in_place(store_path):
             store.conn.execute(f"DROP TABLE {table}")
         store.conn.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
     with ColdStore(store_path) as store:
-        assert store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+        from c3m.store.schema import SCHEMA_VERSION
+
+        assert store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == \
+            str(SCHEMA_VERSION)  # upgraded to the current version (v3: snapshot deltas)
         node = store.nodes_for_session("alice", "s1")[0]
         assert store.put_perceptions("alice", perceive([node], FakeExtractor(), store.image_bytes)) == 1
         assert verify_store(store).ok
