@@ -246,48 +246,28 @@ def main(argv=None) -> int:
 
 
 def write_markdown(rows, out: Path, args) -> None:
-    import subprocess
-
+    from benchmarks.report import git_commit, md_rows
     from c3m.machine import describe
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "?"
+    commit = git_commit(ROOT)
     lines = [f"# End-to-end read: batched vs per-question loop vs faiss per tenant ({args.device})", "",
              f"`python benchmarks/e2e/read.py {' '.join(sys.argv[1:])}` — {time.strftime('%Y-%m-%d')}, at commit {commit}, "
              f"{describe()}, MiniLM (numpy) embedder, "
              f"default reader budget; {args.requests} requests per cell, batches of {args.batch}.", "",
              "| method | tenants | path | q/s | p50 ms | p95 ms | × loop | identical to loop | RSS MiB / 1000 tenants |",
              "|---|---:|---|---:|---:|---:|---:|---|---:|"]
-    for r in rows:
-        lines.append(f"| {r['method']} | {r['tenants']} | {r['path']} | {r['qps']} | {r['p50_ms']} | {r['p95_ms']} | "
-                     f"{r['vs_loop']} | {r['identical']} | {r['rss_mib_per_1000_tenants']} |")
+    lines += md_rows(rows, ("method", "tenants", "path", "qps", "p50_ms", "p95_ms", "vs_loop", "identical",
+                            "rss_mib_per_1000_tenants"))
     lines += ["", "p50/p95: per request (loop, faiss), per batch of requests (batched: each request in a batch "
               "waits for the whole batch)."]
     (out / "e2e-read.md").write_text("\n".join(lines) + "\n")
 
 
 def plot(rows, out: Path) -> None:
-    try:
-        import matplotlib
+    from benchmarks.report import plot_per_method
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    methods = sorted({r["method"] for r in rows})
-    fig, axes = plt.subplots(1, len(methods), figsize=(5 * len(methods), 3.6), squeeze=False)
-    for ax, method in zip(axes[0], methods):
-        for path in ("loop", "batched", "faiss"):
-            pts = [(r["tenants"], r["qps"]) for r in rows if r["method"] == method and r["path"] == path]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", label=path)
-        ax.set_xscale("log")
-        ax.set_xlabel("tenants")
-        ax.set_ylabel("questions / s")
-        ax.set_title(method)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "e2e-read.png", dpi=120)
+    plot_per_method(rows, out / "e2e-read.png", x="tenants", y="qps", series_field="path",
+                    series=("loop", "batched", "faiss"), xlabel="tenants", ylabel="questions / s")
 
 
 if __name__ == "__main__":

@@ -402,13 +402,14 @@ def batch_summary(bs: list[int]) -> str:
 def write_markdown(rows, extras, out: Path, stem: str, args, argv) -> None:
     from c3m.machine import describe
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "?"
+    from benchmarks.report import git_commit, md_rows
+
+    commit = git_commit(ROOT)
     dirty = [line for line in subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                                              capture_output=True, text=True).stdout.splitlines()
              if f"/{stem}." not in line]  # this script's own earlier outputs do not count
     store = args.store or "a fresh temporary store per method"
-    lines = [f"# `c3m serve` under load: concurrent HTTP clients on loopback", "",
+    lines = ["# `c3m serve` under load: concurrent HTTP clients on loopback", "",
              f"`{' '.join(['python benchmarks/service/load_test.py', *argv])}` — {time.strftime('%Y-%m-%d')}, at commit "
              f"{commit}{' (+ uncommitted changes)' if dirty else ''}, {describe()}, "
              f"load average (1/5/15 min) before the run {extras['loadavg']}, after it {extras.get('loadavg_after', '?')} "
@@ -419,9 +420,8 @@ def write_markdown(rows, extras, out: Path, stem: str, args, argv) -> None:
              f"Clients and server share the machine's cores.", "",
              "| method | clients | endpoint | requests | errors | locked | req/s | p50 ms | p95 ms | p99 ms |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['method']} | {r['clients']} | {r['endpoint']} | {r['requests']} | {r['errors']} | "
-                     f"{r['locked']} | {r['req_s']} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} |")
+    lines += md_rows(rows, ("method", "clients", "endpoint", "requests", "errors", "locked", "req_s", "p50_ms",
+                            "p95_ms", "p99_ms"))
     lines += ["", "An empty latency cell: no request of that kind in that level. errors: non-2xx responses and client exceptions; locked: responses or server-log lines "
               "containing \"database is locked\" (server-log lines are counted on the level's `all` row). "
               "`all` = every endpoint together. Latency is per request, measured by the client.", ""]
@@ -444,29 +444,11 @@ def write_markdown(rows, extras, out: Path, stem: str, args, argv) -> None:
 
 
 def plot(rows, out: Path, stem: str) -> None:
-    try:
-        import matplotlib
+    from benchmarks.report import plot_per_method
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    methods = sorted({r["method"] for r in rows})
-    fig, axes = plt.subplots(1, len(methods), figsize=(5 * len(methods), 3.6), squeeze=False)
-    for ax, method in zip(axes[0], methods):
-        for ep in ENDPOINTS:
-            pts = [(r["clients"], r["p95_ms"]) for r in rows if r["method"] == method and r["endpoint"] == ep
-                   and r["requests"] and r["p95_ms"] != ""]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", label=ep)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("concurrent clients")
-        ax.set_ylabel("p95 latency, ms")
-        ax.set_title(method)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / f"{stem}.png", dpi=120)
+    plot_per_method([r for r in rows if r["requests"]], out / f"{stem}.png", x="clients", y="p95_ms",
+                    series_field="endpoint", series=ENDPOINTS, xlabel="concurrent clients",
+                    ylabel="p95 latency, ms", xlog_base=2, ylog=True)
 
 
 # -- main ---------------------------------------------------------------------------------------
