@@ -510,7 +510,19 @@ def _limits(args):
                    max_text_chars=args.max_text_chars, max_images_per_turn=args.max_images_per_turn)
 
 
+def _need_server_extra() -> None:
+    import importlib.util
+
+    missing = [m for m in ("fastapi", "uvicorn", "multipart", "mcp") if importlib.util.find_spec(m) is None]
+    if missing:
+        from .errors import C3MError
+
+        raise C3MError(f"the service needs {', '.join(missing)}, which are not installed",
+                       fix='pip install -e ".[server]" (or pip install "c3m[server]")')
+
+
 def cmd_serve(args) -> int:
+    _need_server_extra()
     cfg = _config(args)
     if args.openapi:
         from .server.app import openapi_spec
@@ -546,6 +558,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_mcp(args) -> int:
+    _need_server_extra()
     from .server.mcp import run_mcp
 
     run_mcp(args.store, _config(args), transport=args.transport, host=args.host, port=args.port,
