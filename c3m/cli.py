@@ -549,6 +549,7 @@ def cmd_serve(args) -> int:
 
     from .server.app import create_app
 
+    cfg = cfg.with_(max_turn_chars=max(cfg.max_turn_chars, args.max_text_chars))  # the server's limit governs
     app = create_app(args.store, cfg, keys=keys, limits=_limits(args))
     print(f"c3m serve: store {args.store}, method {cfg.method}, "
           f"{'no auth (loopback only)' if keys is None else f'{len(keys)} API key(s)'}; "

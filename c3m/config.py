@@ -40,12 +40,17 @@ class MemoryConfig:
     write_budget: WriteBudget = field(default_factory=WriteBudget)
     reader_budget: ReaderBudget = field(default_factory=ReaderBudget)
     max_image_bytes: int = 20 * 1024 * 1024
+    #: longest turn text accepted (characters); a longer turn is refused with a clear error, never stored unreadable
+    max_turn_chars: int = 100_000
     method_options: dict[str, Any] = field(default_factory=dict)
     #: where the batched read path runs its kernels: ``cpu`` (numpy + numba) or a torch CUDA device such as
     #: ``cuda`` / ``cuda:1`` (Triton)
     device: str = "cpu"
 
     def __post_init__(self):
+        if not isinstance(self.max_turn_chars, int) or isinstance(self.max_turn_chars, bool) or self.max_turn_chars <= 0:
+            raise InvalidInput("max_turn_chars", f"must be a positive integer, got {self.max_turn_chars!r}",
+                               fix="e.g. max_turn_chars = 100000")
         if not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith("cuda")):
             raise InvalidInput("device", f"unknown device {self.device!r}", fix="use 'cpu', 'cuda' or 'cuda:N'")
 

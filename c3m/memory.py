@@ -160,7 +160,8 @@ class Memory:
     # -- write path ----------------------------------------------------------------------------
     def add_session(self, session: Session) -> AddResult:
         """Store a session's Raw Nodes and images and fold it into the index — atomically."""
-        prepared = self.store.prepare_session(self.namespace, session, max_image_bytes=self.config.max_image_bytes)
+        prepared = self.store.prepare_session(self.namespace, session, max_image_bytes=self.config.max_image_bytes,
+                                              max_text_chars=self.config.max_turn_chars)
         images = sum(len(n.images) for n in prepared.nodes)
         stored = self.store.session_record(self.namespace, prepared.session_id)
         if stored is not None and stored.content_sha256 == prepared.content_sha256:  # re-ingest: no model work

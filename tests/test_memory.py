@@ -139,3 +139,28 @@ def test_a_forget_through_another_connection_reaches_an_open_reader(store_path, 
     assert not any("1001" in e["text"] for e in reader.method.describe()["entries"])  # the index was rebuilt
     writer.close()
     reader.close()
+
+
+def test_an_oversized_turn_is_refused_naming_the_field_and_nothing_is_stored(store_path, models):
+    """A 2 MB turn used to be stored whole and then silently dropped from every context by the token budget."""
+    from datetime import datetime
+
+    from factories import png_bytes
+
+    from c3m.config import MemoryConfig
+    from c3m.errors import InvalidInput
+    from c3m.types import Session, Turn
+
+    big = Session("s-big", datetime(2026, 3, 1), [Turn("user", "a photo", [png_bytes()]),
+                                                 Turn("user", "x" * 2_000_000)])
+    with Memory(store_path, "u", config=MemoryConfig(method="dense-topk"), models=models) as mem:
+        with pytest.raises(InvalidInput) as exc:
+            mem.add_session(big)
+        assert exc.value.field == "turns[1].text" and "2000000 characters" in exc.value.message
+        assert "split" in exc.value.fix and mem.sessions() == []
+        assert not any((store_path / "blobs").glob("??/*"))  # checked before any image blob is written
+    ok = MemoryConfig(method="dense-topk", max_turn_chars=3_000_000)
+    with Memory(store_path, "u", config=ok, models=models) as mem:
+        assert mem.add_session(big).created
+    with pytest.raises(InvalidInput):
+        MemoryConfig(max_turn_chars=0)

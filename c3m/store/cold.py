@@ -33,6 +33,9 @@ from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
 DEFAULT_MAX_IMAGE_BYTES = 20 * 1024 * 1024
+#: a turn's text limit: a 2 MB turn used to be stored whole, peak ingest near 900 MB RSS, and then dropped from every
+#: context by the reader's token budget without a word. Longer documents belong in several turns (or elsewhere).
+DEFAULT_MAX_TEXT_CHARS = 100_000
 SNAPSHOT_CHECKPOINT_EVERY = 32  # a full snapshot at least every K versions: a load applies at most K - 1 deltas
 SNAPSHOT_CACHE_SIZE = 4  # (namespace, method) states kept reconstructed, so a sync applies one new delta
 _MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp", "BMP": "image/bmp",
@@ -229,7 +232,7 @@ class ColdStore:
 
     # -- sessions and Raw Nodes ----------------------------------------------------------------
     def prepare_session(self, namespace: str, session: Session, *, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
-                        ) -> PreparedSession:
+                        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> PreparedSession:
         """Check a session, write its images to the blob store, and build its Raw Nodes (no DB write)."""
         check_namespace(namespace)
         if not isinstance(session, Session):
@@ -243,6 +246,11 @@ class ColdStore:
         if not session.turns:
             raise InvalidInput("session.turns", "a session needs at least one turn", fix="add a Turn")
         time = utc_naive(session.time)
+        for i, turn in enumerate(session.turns):  # every text checked before any image blob is written
+            if isinstance(turn.text, str) and len(turn.text) > max_text_chars:
+                raise InvalidInput(f"turns[{i}].text", f"has {len(turn.text)} characters, over the limit of "
+                                   f"{max_text_chars}", fix="split the text over several turns (or raise "
+                                   "MemoryConfig.max_turn_chars / `c3m serve --max-text-chars`)")
         nodes, hashes = [], []
         for i, turn in enumerate(session.turns):
             if turn.role not in ROLES:
