@@ -29,9 +29,11 @@ EXTRAS = {
     "train": [TORCH, "accelerate>=0.30", "matplotlib>=3.8"],
     # `c3m serve` (FastAPI + uvicorn; python-multipart for uploads) and `c3m mcp` (the official MCP SDK)
     "server": ["fastapi>=0.110", "uvicorn>=0.29", "python-multipart>=0.0.9", "mcp>=1.2"],
+    # a postgresql:// store (many writers, many hosts): psycopg 3 with its bundled libpq
+    "postgres": ["psycopg[binary]>=3.1"],
 }
 EXTRAS["dev"] = sorted(
-    set(EXTRAS["models"] + EXTRAS["kernels"] + EXTRAS["llm"] + EXTRAS["nlp"] + EXTRAS["server"]
+    set(EXTRAS["models"] + EXTRAS["kernels"] + EXTRAS["llm"] + EXTRAS["nlp"] + EXTRAS["server"] + EXTRAS["postgres"]
         + ["triton>=3.0", "scipy>=1.11"])
     # httpx: FastAPI's TestClient; selenium: the inspector's browser test (Debian's chromium + chromium-driver)
     | {"pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "httpx>=0.27", "selenium>=4.20"}

@@ -124,7 +124,7 @@ class Memory:
         if snap_version >= head and snap_version > 0:
             self._load(snap_version)
             return head
-        with self.store.transaction():  # replay what has no snapshot yet (other method, or after forget)
+        with self.store.transaction(self.namespace):  # replay what has no snapshot (other method, after forget)
             self._catch_up_locked()
         return self._version or 0
 
@@ -170,7 +170,7 @@ class Memory:
         self.method.begin_session(prepared.nodes, _by_node(percepts))
         self.method.prepare(prepared.nodes)
         try:
-            with self.store.transaction():
+            with self.store.transaction(self.namespace):
                 rec, created = self.store.insert_session(prepared)
                 if not created:
                     return AddResult(rec.session_id, rec.seq, False, len(prepared.nodes), images)

@@ -39,3 +39,17 @@ def scene_png(mug=(200, 30, 30), book=(30, 30, 200)) -> bytes:
     buf = io.BytesIO()
     im.save(buf, "PNG")
     return buf.getvalue()
+
+
+def _integrity_errors() -> tuple[type[BaseException], ...]:
+    import sqlite3
+
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.IntegrityError,)
+    return (sqlite3.IntegrityError, psycopg.IntegrityError)
+
+
+#: what a refused write raises from either store engine (append-only triggers, constraints)
+DB_INTEGRITY_ERRORS = _integrity_errors()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import sqlite3
 from dataclasses import replace
 from datetime import datetime
 
@@ -16,8 +15,13 @@ from c3m.models.base import Extractor
 from c3m.store import ColdStore, verify_store
 from c3m.types import ImagePerception, Session, Turn, VisualAnchor
 from c3m.write.perception import choose_anchor, pad_box, perceive, perception_text
-from factories import BOOK, H, MUG, TABLE, W, scene_png
+from factories import BOOK, DB_INTEGRITY_ERRORS, H, MUG, TABLE, W, scene_png
 
+
+@pytest.fixture
+def store_path(store_location):
+    """Every test here runs on both store backends (a folder, a PostgreSQL schema)."""
+    return store_location
 
 
 class FakeExtractor:
@@ -116,7 +120,7 @@ def test_records_are_immutable(store_path):
                     "UPDATE derived_records SET caption='', anchors='[]', crop_phrase=NULL, redacted=1",  # no log
                     "UPDATE derived_blobs SET box='[0,0,1,1]'", "UPDATE derived_blobs SET redacted=1",
                     "DELETE FROM derived_blobs"):
-            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            with pytest.raises(DB_INTEGRITY_ERRORS, match="append-only"):
                 store.conn.execute(sql)
         assert store.conn.execute("SELECT COUNT(*) FROM derived_records").fetchone()[0] == 1
 

@@ -15,6 +15,12 @@ from c3m.methods import METHOD_NAMES, available_methods
 from c3m.types import ReaderBudget, Session, Turn
 
 
+@pytest.fixture
+def store_path(store_location):
+    """Every test here runs on both store backends (a folder, a PostgreSQL schema)."""
+    return store_location
+
+
 def test_ask_returns_cited_time_ordered_context(store_path, models):
     with Memory(store_path, "u", models=models) as mem:
         mem.add_session(make_session(1, text="My kayak is green and lives in the garage."))
@@ -158,7 +164,7 @@ def test_an_oversized_turn_is_refused_naming_the_field_and_nothing_is_stored(sto
             mem.add_session(big)
         assert exc.value.field == "turns[1].text" and "2000000 characters" in exc.value.message
         assert "split" in exc.value.fix and mem.sessions() == []
-        assert not any((store_path / "blobs").glob("??/*"))  # checked before any image blob is written
+        assert not any(mem.store.blobs.root.glob("??/*"))  # checked before any image blob is written
     ok = MemoryConfig(method="dense-topk", max_turn_chars=3_000_000)
     with Memory(store_path, "u", config=ok, models=models) as mem:
         assert mem.add_session(big).created

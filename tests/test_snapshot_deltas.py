@@ -24,6 +24,13 @@ from c3m.store import ColdStore, verify_store
 from c3m.store.delta import apply, canonical, diff
 from c3m.types import Session
 
+
+@pytest.fixture
+def store_path(store_location):
+    """Every test here runs on both store backends (a folder, a PostgreSQL schema)."""
+    return store_location
+
+
 # -- the diff: apply(prev, diff(prev, new)) == new ------------------------------------------------------------
 
 _scalars = (st.none() | st.booleans() | st.integers(-5, 5) | st.integers() | st.floats(allow_nan=True)
@@ -304,7 +311,8 @@ def _make_v2_store(path, models, sessions):
     return states, key
 
 
-def test_a_v2_store_loads_and_grows_deltas(store_path, models):
+def test_a_v2_store_loads_and_grows_deltas(tmp_path, models):  # v2 stores were folders only
+    store_path = tmp_path / "store"
     sessions = _sessions()
     states, key = _make_v2_store(store_path, models, sessions[:8])
     _check_all_versions(store_path, key, states)  # opening it migrates the table
@@ -325,15 +333,16 @@ def test_a_v2_store_loads_and_grows_deltas(store_path, models):
 # -- damage ---------------------------------------------------------------------------------------------------
 
 def _damage(path, version, how):
-    raw = sqlite3.connect(path / "store.sqlite")
+    """Overwrite one snapshot row behind c3m's back (snapshots have no triggers: they are derived data)."""
+    store = ColdStore(path)
+    raw = store.conn
     (blob,) = raw.execute("SELECT state FROM index_snapshots WHERE version=?", (version,)).fetchone()
     if how == "flip":
         blob = bytes(blob[:4]) + bytes(b ^ 0xFF for b in blob[4:12]) + bytes(blob[12:])
     else:  # a well-formed patch that rebuilds the wrong state
         blob = zlib.compress(canonical(["d", {"next_id": ["r", -1]}, []]).encode(), 6)
     raw.execute("UPDATE index_snapshots SET state=? WHERE version=?", (blob, version))
-    raw.commit()
-    raw.close()
+    store.close()
 
 
 @pytest.mark.parametrize("how", ["flip", "wrong-patch"])
@@ -360,10 +369,8 @@ def test_a_damaged_delta_is_refused_and_verify_names_it(store_path, models, how,
 
 def test_a_damaged_full_row_is_refused(store_path, models):
     states, key = _ingest(store_path, models, "c3m", _sessions()[:4])
-    raw = sqlite3.connect(store_path / "store.sqlite")
-    raw.execute("UPDATE index_snapshots SET state=? WHERE version=1", (zlib.compress(b'{"x":1}'),))
-    raw.commit()
-    raw.close()
+    with ColdStore(store_path) as store:
+        store.conn.execute("UPDATE index_snapshots SET state=? WHERE version=1", (zlib.compress(b'{"x":1}'),))
     with ColdStore(store_path) as store:
         with pytest.raises(StoreError, match=f"u/{key}@1: state hash mismatch"):
             store.snapshot("u", key, 1)

@@ -6,13 +6,25 @@ import os
 import sqlite3
 
 import pytest
-from factories import make_session, png_bytes
+from factories import DB_INTEGRITY_ERRORS, make_session, png_bytes
 
 from c3m.config import DEFAULT_METHOD
 from c3m.errors import InvalidInput, SessionConflict, StoreError
 from c3m.memory import Memory
 from c3m.store import BlobStore, ColdStore, verify_store
 from c3m.types import Session, Turn
+
+
+@pytest.fixture
+def store_path(store_location):
+    """Every test here runs on both backends (a folder, a PostgreSQL schema); folder-only tests ask for
+    ``sqlite_path``."""
+    return store_location
+
+
+@pytest.fixture
+def sqlite_path(tmp_path):
+    return tmp_path / "store"
 
 
 def _commit(store: ColdStore, namespace: str, session: Session):
@@ -28,15 +40,29 @@ def test_raw_nodes_refuse_update_and_delete(store_path):
                     "UPDATE raw_nodes SET redacted=1, text=''",  # a redaction without a forget_log record
                     "UPDATE node_images SET sha256='00'", "DELETE FROM node_images",
                     "DELETE FROM sessions", "UPDATE sessions SET time='2020-01-01T00:00:00'"):
-            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            with pytest.raises(DB_INTEGRITY_ERRORS, match="append-only"):
                 store.conn.execute(sql)
         assert {n.text for n in store.iter_nodes("alice")} == {"Session 1: my mug number 1 is on shelf 1.",
                                                                "Noted mug 1."}
 
 
-def test_triggers_hold_for_a_plain_sqlite_client(store_path):
+def test_triggers_hold_for_a_plain_database_client(store_path):
+    """Not c3m's code refuses the rewrite but the database: a plain client (sqlite3, psql) is refused too,
+    including PostgreSQL's TRUNCATE, which skips row triggers."""
     with ColdStore(store_path) as store:
         _commit(store, "alice", make_session(1))
+    if isinstance(store_path, str):
+        import psycopg
+
+        from c3m.store.db import split_blobs_param
+
+        with psycopg.connect(split_blobs_param(store_path)[0], autocommit=True) as raw:
+            for sql in ("DELETE FROM raw_nodes", "TRUNCATE raw_nodes CASCADE", "TRUNCATE sessions CASCADE",
+                        "TRUNCATE forget_log", "UPDATE sessions SET n_turns=0"):
+                with pytest.raises(psycopg.IntegrityError, match="append-only|audit log"):
+                    raw.execute(sql)
+            assert raw.execute("SELECT COUNT(*) FROM raw_nodes").fetchone()[0] == 2
+        return
     raw = sqlite3.connect(store_path / "store.sqlite")
     with pytest.raises(sqlite3.IntegrityError):
         raw.execute("DELETE FROM raw_nodes")
@@ -123,7 +149,7 @@ def test_verify_detects_corrupt_and_missing_blobs(store_path):
 def test_verify_detects_tampering_behind_the_triggers(store_path):
     with ColdStore(store_path) as store:
         _commit(store, "alice", make_session(1))
-        store.conn.execute("DROP TRIGGER raw_nodes_no_update")
+        store.conn.execute("DROP TRIGGER raw_nodes_no_update" + (" ON raw_nodes" if store.backend != "sqlite" else ""))
         store.conn.execute("UPDATE raw_nodes SET text='rewritten history' WHERE turn_index=0")
         rep = verify_store(store)
         assert any("content hash mismatch" in e for e in rep.errors)
@@ -177,7 +203,7 @@ def test_forget_redacts_logs_and_rebuilds(store_path, models):
         log = mem.store.conn.execute("SELECT reason FROM forget_log").fetchall()
         assert [r[0] for r in log] == ["user asked to delete"] * 2
         assert mem.store.snapshot_versions("alice", mem.method_name) == [1, 2]  # rebuilt by replay
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(DB_INTEGRITY_ERRORS):
             mem.store.conn.execute("DELETE FROM forget_log")
         assert mem.verify().ok
 

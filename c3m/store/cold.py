@@ -1,10 +1,12 @@
-"""The Cold Store: immutable Raw Nodes, original images, derived perception, index snapshots, in one folder.
+"""The Cold Store: immutable Raw Nodes, original images, derived perception, index snapshots.
 
-Layout: ``store.sqlite`` (WAL mode) + ``blobs/`` (content-addressed images: the originals and the grounded
-crops cut from them, which are *derived blobs* and never replace an original). Many processes may open
-the same store: readers never block, writers serialise on SQLite's write lock (``BEGIN IMMEDIATE``
-with a busy timeout). A session is committed in *one* transaction together with the method's index
-snapshot, so after a crash every session is either fully present (nodes, images, snapshot) or absent.
+Two backends behind one class (``c3m.store.db``): a **folder** — ``store.sqlite`` (WAL mode) + ``blobs/`` — for one
+machine, or a **PostgreSQL** database (``postgresql://…?blobs=/shared/path``) for many writers on many hosts, its
+blobs in a filesystem folder they share. Blobs are content-addressed images: the originals and the grounded crops
+cut from them, which are *derived blobs* and never replace an original. Many processes may open the same store:
+readers never block; writers serialise on SQLite's write lock (``BEGIN IMMEDIATE`` with a busy timeout), or in
+PostgreSQL per namespace. A session is committed in *one* transaction together with the method's index snapshot,
+so after a crash every session is either fully present (nodes, images, snapshot) or absent.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from ..errors import InvalidInput, SessionConflict, StoreError
 from ..types import (ROLES, ImageInput, ImageRef, ImagePerception, Provenance, RawNode, Session, VisualAnchor,
                      node_id_for)
 from .blobs import BlobStore
+from .db import PostgresDB, SqliteDB, is_postgres_url, split_blobs_param
 from .delta import apply as apply_patch
 from .delta import canonical
 from .delta import diff as diff_states
@@ -156,26 +159,67 @@ def read_image(image: ImageInput, field: str, *, max_bytes: int = DEFAULT_MAX_IM
 
 
 class ColdStore:
-    """An opened store folder with one SQLite connection.
+    """An opened store with one database connection: a folder path (SQLite) or a ``postgresql://`` URL.
 
     Open one per process or thread (SQLite refuses cross-thread use of a connection, which keeps one
-    thread's open transaction from leaking into another's reads); any number may share a folder.
+    thread's open transaction from leaking into another's reads); any number may share a store.
+    A PostgreSQL URL names its blob folder with a ``blobs`` query parameter (or ``blobs=``): every host that opens
+    the store must see the same folder (a shared filesystem), since the database holds only the blobs' hashes.
     """
 
-    def __init__(self, path: str | Path, *, create: bool = True, busy_timeout_s: float = 60.0):
+    def __init__(self, path: str | Path, *, create: bool = True, busy_timeout_s: float = 60.0,
+                 blobs: str | Path | None = None):
+        self._in_txn = False
+        self._snap_cache: dict[tuple[str, str], _CachedState] = {}  # most recently used last
+        self.nodes_read = 0  # Raw Nodes materialised from the database: the harness's read-amplification meter
+        if is_postgres_url(path):
+            url, param = split_blobs_param(str(path))
+            blob_dir = blobs if blobs is not None else param
+            self.conn = PostgresDB(url, busy_timeout_s)
+            self.location = self.conn.shown
+            if not blob_dir:
+                self.conn.close()
+                raise StoreError(f"the PostgreSQL store {self.location} needs a blob folder",
+                                 fix="add ?blobs=/shared/path to the URL (a folder every host opening the store "
+                                     "can reach), or pass blobs=")
+            self.path = Path(blob_dir)
+            self.backend = "postgresql"
+            try:
+                self._init_postgres(create)
+            except BaseException:
+                self.conn.close()
+                raise
+            self.blobs = BlobStore(self.path)
+            return
         self.path = Path(path)
+        self.location = str(self.path)
+        self.backend = "sqlite"
         db = self.path / "store.sqlite"
         if not db.exists() and not create:
             raise StoreError(f"no c3m store at {self.path}", fix="check the path, or create one with `c3m ingest`")
         self.path.mkdir(parents=True, exist_ok=True)
-        self.blobs = BlobStore(self.path / "blobs")
-        self.conn = sqlite3.connect(db, timeout=busy_timeout_s, isolation_level=None)
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        self._in_txn = False
-        self._snap_cache: dict[tuple[str, str], _CachedState] = {}  # most recently used last
-        self.nodes_read = 0  # Raw Nodes materialised from the database: the harness's read-amplification meter
+        self.blobs = BlobStore(self.path / "blobs" if blobs is None else Path(blobs))
+        self.conn = SqliteDB(db, busy_timeout_s)
         _retry_locked(self._setup, busy_timeout_s)
+
+    def _init_postgres(self, create: bool) -> None:
+        from .schema import postgres_schema
+
+        exists = self.conn.execute("SELECT to_regclass('meta')").fetchone()[0] is not None
+        if not exists and not create:
+            raise StoreError(f"no c3m store in {self.location}",
+                             fix="check the URL (database, search_path), or create one with `c3m ingest`")
+        self.path.mkdir(parents=True, exist_ok=True)
+        with self.transaction():
+            self.conn.lock_global()  # concurrent CREATE TABLE IF NOT EXISTS races in PostgreSQL's catalogue
+            if self.conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None or self._schema_behind():
+                for statement in postgres_schema():
+                    self.conn.execute(statement)
+            self._check_version()
+
+    def _schema_behind(self) -> bool:
+        row = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return row is None or int(row["value"]) < SCHEMA_VERSION
 
     def _setup(self) -> None:
         # Switching to WAL needs an exclusive lock and SQLite does not call the busy handler for it, so
@@ -192,17 +236,34 @@ class ColdStore:
             for statement in _split_sql(SCHEMA):
                 self.conn.execute(statement)
             for table, column, definition in MIGRATIONS:  # columns a table gained after it shipped
-                if column not in {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}:
+                if column not in self.conn.columns(table):
                     self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-            row = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                self.conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                self.conn.execute("INSERT INTO meta(key, value) VALUES ('created_at', ?)", (now_iso(),))
-            elif int(row["value"]) > SCHEMA_VERSION:
-                raise StoreError(f"store schema v{row['value']} is newer than this c3m (v{SCHEMA_VERSION})",
-                                 fix="upgrade c3m (pip install -U c3m)")
-            elif int(row["value"]) < SCHEMA_VERSION:  # older stores only lack tables, created above
-                self.conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+            self._check_version()
+
+    def _check_version(self) -> None:
+        """Record the schema version in a new store; refuse a newer one; mark an upgraded older one."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self.conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.conn.execute("INSERT INTO meta(key, value) VALUES ('created_at', ?)", (now_iso(),))
+        elif int(row["value"]) > SCHEMA_VERSION:
+            raise StoreError(f"store schema v{row['value']} is newer than this c3m (v{SCHEMA_VERSION})",
+                             fix="upgrade c3m (pip install -U c3m)")
+        elif int(row["value"]) < SCHEMA_VERSION:  # older stores only lack tables, created above
+            self.conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
+    def integrity_problems(self) -> list[str]:
+        """The database engine's own consistency check: SQLite's integrity and foreign-key checks (PostgreSQL
+        enforces foreign keys on every write and checksums pages itself, so there is nothing to list)."""
+        if self.backend != "sqlite":
+            return []
+        out = []
+        integrity = self.conn.execute("PRAGMA integrity_check").fetchone()[0]
+        if integrity != "ok":
+            out.append(f"sqlite integrity_check: {integrity}")
+        for row in self.conn.execute("PRAGMA foreign_key_check").fetchall():
+            out.append(f"foreign key violation in {row[0]} rowid {row[1]}")
+        return out
 
     def close(self) -> None:
         self.conn.close()
@@ -214,21 +275,27 @@ class ColdStore:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator["ColdStore"]:
-        """A write transaction holding SQLite's write lock from the start (no upgrade deadlocks)."""
+    def transaction(self, namespace: str | None = None) -> Iterator["ColdStore"]:
+        """A write transaction: SQLite's write lock from the start (no upgrade deadlocks); in PostgreSQL, with
+        ``namespace``, that namespace's writer lock from the start (so what it reads next is what the previous
+        writer committed). Nested calls join the open transaction (and take the namespace's lock)."""
         if self._in_txn:
+            if namespace is not None:
+                self.conn.lock_namespace(namespace)
             yield self
             return
-        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.begin()
         self._in_txn = True
         try:
+            if namespace is not None:
+                self.conn.lock_namespace(namespace)
             yield self
         except BaseException:
             self._in_txn = False
-            self.conn.execute("ROLLBACK")
+            self.conn.rollback()
             raise
         self._in_txn = False
-        self.conn.execute("COMMIT")
+        self.conn.commit()
 
     # -- sessions and Raw Nodes ----------------------------------------------------------------
     def prepare_session(self, namespace: str, session: Session, *, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
@@ -296,6 +363,7 @@ class ColdStore:
     def insert_session(self, prepared: PreparedSession) -> tuple[SessionRecord, bool]:
         """Insert inside a transaction. Returns (record, created); identical re-ingest is a no-op."""
         assert self._in_txn, "insert_session must run inside ColdStore.transaction()"
+        self.conn.lock_namespace(prepared.namespace)  # seq = max + 1 needs the namespace's writers in one line
         existing = self.session_record(prepared.namespace, prepared.session_id)
         if existing is not None:
             if existing.content_sha256 == prepared.content_sha256:
@@ -415,7 +483,7 @@ class ColdStore:
         checked = []
         for i, item in enumerate(items):
             checked.append(self._check_perception(namespace, i, item))
-        with self.transaction():
+        with self.transaction(namespace):
             infos = self._node_image_info([rec.node_id for rec, _, _ in checked])
             positions = [self._source_position(namespace, i, rec, infos) for i, (rec, _, _) in enumerate(checked)]
             inserted = 0
@@ -429,15 +497,16 @@ class ColdStore:
                 if crop_ref is not None:
                     self.blobs.put(data)  # before the row that references it: a crash leaves an orphan, no dangle
                     self.conn.execute(
-                        "INSERT OR IGNORE INTO derived_blobs(sha256, node_id, source_sha256, namespace, kind, box,"
-                        " backend, version, mime, width, height, nbytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "INSERT INTO derived_blobs(sha256, node_id, source_sha256, namespace, kind, box,"
+                        " backend, version, mime, width, height, nbytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+                        " ON CONFLICT DO NOTHING",
                         (crop_ref.sha256, rec.node_id, rec.image.sha256, namespace, "grounded_crop", box,
                          rec.backend, rec.version, crop_ref.mime, crop_ref.width, crop_ref.height, crop_ref.nbytes))
                 anchors = json.dumps([_anchor_dict(a) for a in rec.anchors], separators=(",", ":"), sort_keys=True)
                 cur = self.conn.execute(
-                    "INSERT OR IGNORE INTO derived_records(namespace, node_id, position, sha256, backend, version,"
+                    "INSERT INTO derived_records(namespace, node_id, position, sha256, backend, version,"
                     " caption, anchors, crop_sha256, crop_box, crop_phrase, created_at)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
                     (namespace, rec.node_id, pos, rec.image.sha256, rec.backend, rec.version, rec.caption, anchors,
                      crop_ref.sha256 if crop_ref is not None else None, box, rec.crop_phrase, at))
                 inserted += cur.rowcount
@@ -584,6 +653,7 @@ class ColdStore:
     def put_snapshot(self, namespace: str, method: str, version: int, session_id: str, state: dict,
                      pointers: Iterable[str], *, complete_provenance: bool) -> None:
         assert self._in_txn, "put_snapshot must run inside ColdStore.transaction()"
+        self.conn.lock_namespace(namespace)  # the version chain is read, then extended
         q = self.conn.execute
         canon = canonical(state)
         sha = hashlib.sha256(canon.encode("utf-8")).hexdigest()
@@ -618,9 +688,13 @@ class ColdStore:
         if kind == "full":
             blob, pblob = zlib.compress(canon.encode("utf-8"), 6), _pack(ptrs)
         at = now_iso()
-        q("INSERT OR REPLACE INTO index_snapshots(namespace, method, version, session_id, created_at, state,"
+        q("INSERT INTO index_snapshots(namespace, method, version, session_id, created_at, state,"
           " state_sha256, pointers, n_pointers, complete_provenance, kind, base_version, encoding)"
-          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,2)",
+          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,2) ON CONFLICT (namespace, method, version) DO UPDATE SET"
+          " session_id=excluded.session_id, created_at=excluded.created_at, state=excluded.state,"
+          " state_sha256=excluded.state_sha256, pointers=excluded.pointers, n_pointers=excluded.n_pointers,"
+          " complete_provenance=excluded.complete_provenance, kind=excluded.kind,"
+          " base_version=excluded.base_version, encoding=excluded.encoding",
           (namespace, method, version, session_id, at, blob, sha, pblob, len(ptrs), int(complete_provenance),
            kind, base))
         # if the transaction rolls back, the row's (created_at, hash) will not match and the entry is dropped
@@ -788,7 +862,7 @@ class ColdStore:
     def put_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
         rows = [(model, h, int(v.shape[0]), np.asarray(v, dtype="<f4").tobytes()) for h, v in vectors.items()]
         with self.transaction():
-            self.conn.executemany("INSERT OR IGNORE INTO vector_cache VALUES (?,?,?,?)", rows)
+            self.conn.executemany("INSERT INTO vector_cache VALUES (?,?,?,?) ON CONFLICT DO NOTHING", sorted(rows))
 
     # -- extraction cache (derived data; survives restarts, shared by processes) --------------
     def get_extraction(self, backend: str, version: str, kind: str, input_sha256: str) -> Any | None:
@@ -799,7 +873,8 @@ class ColdStore:
 
     def put_extraction(self, backend: str, version: str, kind: str, input_sha256: str, output: Any) -> None:
         with self.transaction():
-            self.conn.execute("INSERT OR REPLACE INTO extraction_cache VALUES (?,?,?,?,?)",
+            self.conn.execute("INSERT INTO extraction_cache VALUES (?,?,?,?,?) ON CONFLICT (backend, version, kind,"
+                              " input_sha256) DO UPDATE SET output=excluded.output",
                               (backend, version, kind, input_sha256, json.dumps(output, sort_keys=True)))
 
     # -- privacy -------------------------------------------------------------------------------
@@ -817,7 +892,7 @@ class ColdStore:
         check_namespace(namespace)
         if not reason or not reason.strip():
             raise InvalidInput("reason", "forget() needs a reason for the audit log", fix="say why, e.g. 'user request'")
-        with self.transaction():
+        with self.transaction(namespace):
             targets = list(node_ids)
             if session_id is not None:
                 targets += [r[0] for r in self.conn.execute(

@@ -46,11 +46,8 @@ def verify_store(store: ColdStore, *, check_blob_hashes: bool = True, max_messag
         elif len(rep.errors) == max_messages:
             rep.errors.append("... more errors not shown")
 
-    integrity = q("PRAGMA integrity_check").fetchone()[0]
-    if integrity != "ok":
-        err(f"sqlite integrity_check: {integrity}")
-    for row in q("PRAGMA foreign_key_check").fetchall():
-        err(f"foreign key violation in {row[0]} rowid {row[1]}")
+    for problem in store.integrity_problems():
+        err(problem)
 
     # Sessions: node count and content hash recomputed from the nodes (redacted nodes keep their hash).
     n_sessions = 0
