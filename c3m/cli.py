@@ -59,6 +59,10 @@ def _existing_store(store_path: str) -> None:
     """Refuse a path that holds no store: reading commands never create one."""
     from .errors import StoreError
 
+    from .store.db import is_postgres_url
+
+    if is_postgres_url(store_path):  # ColdStore(create=False) checks the database for a store
+        return
     if not (Path(store_path) / "store.sqlite").is_file():
         raise StoreError(f"no c3m store at {store_path}",
                          fix="ingest first (`c3m ingest DATASET --store DIR`), or pass --store / set $C3M_STORE "
@@ -469,7 +473,13 @@ def cmd_synth(args) -> int:
 
 # -- service ---------------------------------------------------------------------------------------
 def _key_file(args) -> Path:
-    return Path(args.keys) if getattr(args, "keys", None) else Path(args.store) / "api_keys.json"
+    if getattr(args, "keys", None):
+        return Path(args.keys)
+    from .store.db import is_postgres_url, split_blobs_param
+
+    if is_postgres_url(args.store):  # beside the blobs: the one folder a PostgreSQL store has
+        return Path(split_blobs_param(args.store)[1] or ".") / "api_keys.json"
+    return Path(args.store) / "api_keys.json"
 
 
 def cmd_keys(args) -> int:

@@ -121,9 +121,9 @@ class Memory:
         if self._version == head:
             return head
         snap_version = self.store.latest_snapshot_version(self.namespace, self.method.snapshot_key)
-        if snap_version >= head and snap_version > 0:
+        if snap_version >= head and snap_version > 0:  # > head: a writer committed since generation() was read
             self._load(snap_version)
-            return head
+            return snap_version
         with self.store.transaction(self.namespace):  # replay what has no snapshot (other method, after forget)
             self._catch_up_locked()
         return self._version or 0
