@@ -39,6 +39,10 @@ class StoreError(C3MError):
     """The store cannot be opened or used (wrong schema version, locked, read-only...)."""
 
 
+class StoreBusy(StoreError):
+    """Another writer held the lock longer than the busy timeout; nothing of this call was committed: retry."""
+
+
 class AppendOnlyViolation(StoreError):
     """Something tried to change or delete an immutable Raw Node."""
 

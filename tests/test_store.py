@@ -272,3 +272,59 @@ def test_extraction_cache_survives_reopen(store_path):
     with ColdStore(store_path) as store:
         assert store.get_extraction("oracle", "v1", "caption", "ab" * 32) == {"text": "a red mug"}
         assert store.get_extraction("oracle", "v2", "caption", "ab" * 32) is None
+
+
+def test_a_granted_postgres_role_can_ingest_and_forget_but_not_delete(pg_store_url, models):
+    """Privileges as the second wall behind the triggers: the application role cannot DELETE, TRUNCATE or drop
+    a trigger, and still does everything c3m does (ingest, read, forget)."""
+    import uuid
+
+    import psycopg
+
+    from c3m.store.db import split_blobs_param
+
+    url, _ = split_blobs_param(pg_store_url)
+    role = "c3m_app_" + uuid.uuid4().hex[:8]
+    with ColdStore(pg_store_url) as owner:
+        owner.conn.execute(f"CREATE ROLE {role} LOGIN")
+        owner.grant(role)
+        with pytest.raises(InvalidInput, match="role"):
+            owner.grant("x; DROP TABLE sessions")
+    app_url = pg_store_url.replace("postgresql://c3m@", f"postgresql://{role}@", 1)
+    assert app_url != pg_store_url, "the test server's URL is expected to name the user c3m"
+    try:
+        with Memory(app_url, "alice", models=models) as mem:
+            mem.add_session(make_session(1))
+            mem.add_session(make_session(2))
+            assert mem.retrieve("Where is mug 2?").items
+            mem.forget(session_id="s1", reason="user request")
+        app = url.replace("postgresql://c3m@", f"postgresql://{role}@", 1)
+        with psycopg.connect(app, autocommit=True) as raw:
+            for sql in ("DELETE FROM raw_nodes", "TRUNCATE sessions CASCADE", "DROP TRIGGER raw_nodes_no_update ON "
+                        "raw_nodes", "DELETE FROM forget_log", "ALTER TABLE raw_nodes DISABLE TRIGGER ALL"):
+                with pytest.raises(psycopg.Error, match="permission denied|must be owner|append-only|audit"):
+                    raw.execute(sql)
+        with ColdStore(pg_store_url) as owner:
+            assert verify_store(owner).ok and owner.namespace_stats("alice")["redacted_nodes"] == 2
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_writer_that_waits_too_long_gets_store_busy_and_the_holder_commits(store_path):
+    """Over the busy timeout a waiting writer gets StoreBusy (a StoreError with the fix), never a raw
+    'database is locked'; the writer holding the lock is unaffected."""
+    from c3m.errors import StoreBusy
+
+    with ColdStore(store_path) as holder, ColdStore(store_path, busy_timeout_s=0.3) as waiter:
+        with holder.transaction("alice"):
+            holder.insert_session(holder.prepare_session("alice", make_session(1)))
+            with pytest.raises(StoreBusy) as exc:
+                with waiter.transaction("alice"):
+                    waiter.insert_session(waiter.prepare_session("alice", make_session(2)))
+            assert "retry" in exc.value.fix
+        assert [s.session_id for s in waiter.sessions("alice")] == ["s1"]
+        with waiter.transaction("alice"):  # and the waiter's connection is usable afterwards
+            waiter.insert_session(waiter.prepare_session("alice", make_session(2)))
+        assert [s.session_id for s in holder.sessions("alice")] == ["s1", "s2"]

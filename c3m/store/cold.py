@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InvalidInput, SessionConflict, StoreError
+from ..errors import InvalidInput, SessionConflict, StoreBusy, StoreError
 from ..types import (ROLES, ImageInput, ImageRef, ImagePerception, Provenance, RawNode, Session, VisualAnchor,
                      node_id_for)
 from .blobs import BlobStore
@@ -251,6 +251,23 @@ class ColdStore:
                              fix="upgrade c3m (pip install -U c3m)")
         elif int(row["value"]) < SCHEMA_VERSION:  # older stores only lack tables, created above
             self.conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
+    def grant(self, role: str) -> None:
+        """PostgreSQL: give ``role`` (an existing database role) exactly what c3m needs and no more — no DELETE or
+        TRUNCATE of sessions, Raw Nodes, images, derived records or the forget log, UPDATE only where ``forget``
+        redacts, no DDL (so it cannot drop the triggers either). Run it as the store's owner; run c3m as the role."""
+        from .schema import PG_GRANTS
+
+        if self.backend != "postgresql":
+            raise InvalidInput("store", "grant() is for PostgreSQL stores (a folder's permissions are the "
+                               "filesystem's)", fix="open the store with its postgresql:// URL")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", role or ""):
+            raise InvalidInput("role", f"{role!r} is not a plain PostgreSQL role name",
+                               fix="use letters, digits and _ (create it first: CREATE ROLE name LOGIN)")
+        schema = self.conn.execute("SELECT current_schema()").fetchone()[0]
+        with self.transaction():
+            for statement in PG_GRANTS:
+                self.conn.execute(statement.format(role=role, schema=f'"{schema}"'))
 
     def integrity_problems(self) -> list[str]:
         """The database engine's own consistency check: SQLite's integrity and foreign-key checks (PostgreSQL
@@ -1034,8 +1051,9 @@ def _retry_locked(fn, timeout_s: float) -> None:
     while True:
         try:
             return fn()
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+        except (sqlite3.OperationalError, StoreBusy) as exc:
+            if not isinstance(exc, StoreBusy) and "locked" not in str(exc) and "busy" not in str(exc) \
+                    or time.monotonic() > deadline:
                 raise
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 0.5)

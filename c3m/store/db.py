@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import StoreError
+from ..errors import StoreBusy, StoreError
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _GLOBAL_LOCK = 0x63336D  # "c3m": schema creation and upgrades
@@ -54,27 +54,46 @@ class SqliteDB:
     backend = "sqlite"
 
     def __init__(self, path: Path, busy_timeout_s: float):
+        self.path, self.busy_timeout_s = path, busy_timeout_s
         self.conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return self.conn.execute(sql, params)
+        try:
+            return self.conn.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            raise self._clear(exc) from None
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.conn.executemany(sql, rows)
+        try:
+            self.conn.executemany(sql, rows)
+        except sqlite3.OperationalError as exc:
+            raise self._clear(exc) from None
+
+    def _clear(self, exc: sqlite3.OperationalError) -> BaseException:
+        """The engine's conditions a caller can act on, as StoreError with the fix; anything else unchanged."""
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StoreBusy(f"store {self.path.parent}: another writer held the write lock for over "
+                              f"{self.busy_timeout_s:g} s ({text})", fix="retry, or raise busy_timeout_s")
+        if "disk is full" in text or "disk I/O error" in text:
+            return StoreError(f"store {self.path.parent}: {text}; the transaction was rolled back and nothing of "
+                              "it was committed", fix="free disk space (or move the store), then retry")
+        return exc
 
     def begin(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")  # the write lock from the start: no upgrade deadlocks
+        self.execute("BEGIN IMMEDIATE")  # the write lock from the start: no upgrade deadlocks
 
     def lock_namespace(self, namespace: str) -> None:
         """Nothing to do: BEGIN IMMEDIATE already holds the store's one write lock."""
 
     def commit(self) -> None:
-        self.conn.execute("COMMIT")
+        self.execute("COMMIT")
 
     def rollback(self) -> None:
-        self.conn.execute("ROLLBACK")
+        if self.conn.in_transaction:  # SQLite may already have rolled back (disk full, I/O error)
+            self.conn.execute("ROLLBACK")
 
     def columns(self, table: str) -> set[str]:
         return {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
@@ -166,7 +185,7 @@ class PostgresDB:
                 self.conn = self._connect(deadline=time.monotonic() + self.reconnect_s)
             return fn(self.conn)
         except psycopg.errors.LockNotAvailable:
-            raise StoreError(f"PostgreSQL store {self.shown}: waited over {self.busy_timeout_s:g} s for another "
+            raise StoreBusy(f"PostgreSQL store {self.shown}: waited over {self.busy_timeout_s:g} s for another "
                              "writer of this namespace", fix="retry, or raise busy_timeout_s") from None
         except psycopg.errors.DeadlockDetected:
             raise StoreError(f"PostgreSQL store {self.shown}: a deadlock with another writer aborted this "

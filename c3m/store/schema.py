@@ -302,9 +302,10 @@ def _pg_refusals() -> list[str]:
     return out
 
 
-#: what a least-privilege application role may do (``c3m store grant ROLE``, docs/store.md): no DELETE on anything
+#: what a least-privilege application role may do (``ColdStore.grant``, docs/store.md): no DELETE on anything
 #: append-only, UPDATE only where forget() redacts; derived data (snapshots, caches, logs of maintenance) is its own.
 PG_GRANTS = (
+    "GRANT USAGE ON SCHEMA {schema} TO {role}",
     "GRANT SELECT, INSERT ON meta, sessions, forget_log, maintenance_log TO {role}",
     "GRANT SELECT, INSERT, UPDATE ON raw_nodes, node_images, derived_records, derived_blobs TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON index_snapshots, vector_cache, extraction_cache TO {role}",
