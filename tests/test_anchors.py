@@ -111,3 +111,18 @@ def test_spacy_imported_without_torch_gives_the_same_anchors():
                            timeout=300).stdout.splitlines() for flag in (False, True)]
     assert runs[0][0] == runs[1][0] and "bike" in runs[0][0]
     assert runs[1][1:] == ["False", "torch"]  # hidden while spaCy loaded, importable afterwards
+
+
+def test_spacy_parses_a_long_turn_in_pieces_with_offsets_into_the_whole(spacy_extractor, monkeypatch):
+    """A turn over SPACY_PIECE_CHARS is parsed piece by piece (bounded memory): every anchor's offsets still
+    point into the whole text, and a short text's anchors are unchanged by the piece path."""
+    from c3m.models import anchors as mod
+
+    monkeypatch.setattr(mod, "SPACY_PIECE_CHARS", 120)
+    sentence = "Alice put the red mug on the kitchen shelf in Paris. "
+    text = sentence * 12
+    (long,) = spacy_extractor.extract([text])
+    assert long and all(text[a.start:a.end] == a.text for a in long)
+    assert [a.start for a in long] == sorted(a.start for a in long)
+    assert {a.key for a in long} >= {a.key for a in spacy_extractor.extract([sentence])[0]}
+    assert any(a.start > 500 for a in long)  # later pieces are parsed too

@@ -118,18 +118,47 @@ class SpacyAnchorExtractor:
                           if not (t.pos_ == "DET" or t.dep_ == "poss" and t.pos_ == "PRON" or t.tag_ == "POS"))
 
     def extract(self, texts: Sequence[str]) -> list[list[Anchor]]:
-        out = []
-        for doc in self.nlp.pipe(list(texts), batch_size=self.batch_size):
-            anchors = [Anchor(e.text, e.label_, "entity", e.start_char, e.end_char, self._key(e)) for e in doc.ents]
-            taken = {(a.start, a.end) for a in anchors}
-            for chunk in doc.noun_chunks:
-                key = self._key(chunk)
-                if (chunk.start_char, chunk.end_char) in taken or not key or key in _PRONOUNS:
-                    continue
-                anchors.append(Anchor(chunk.text, chunk.root.pos_, "noun_chunk", chunk.start_char, chunk.end_char,
-                                      key))
-            out.append(sorted(anchors, key=lambda a: (a.start, a.end)))
+        texts = list(texts)
+        if all(len(t) <= SPACY_PIECE_CHARS for t in texts):
+            return [self._anchors(doc, 0) for doc in self.nlp.pipe(texts, batch_size=self.batch_size)]
+        # A long turn (up to MemoryConfig.max_turn_chars) is parsed in pieces, one at a time: spaCy's memory grows
+        # with the batch's tokens (a 100,000-character turn in one doc took ingest from 437 to 790 MiB peak RSS).
+        out: list[list[Anchor]] = []
+        for text in texts:
+            anchors: list[Anchor] = []
+            for start, piece in _pieces(text, SPACY_PIECE_CHARS):
+                anchors += self._anchors(self.nlp(piece), start)
+            out.append(anchors)
         return out
+
+    def _anchors(self, doc, offset: int) -> list[Anchor]:
+        anchors = [Anchor(e.text, e.label_, "entity", offset + e.start_char, offset + e.end_char, self._key(e))
+                   for e in doc.ents]
+        taken = {(a.start, a.end) for a in anchors}
+        for chunk in doc.noun_chunks:
+            key = self._key(chunk)
+            if (offset + chunk.start_char, offset + chunk.end_char) in taken or not key or key in _PRONOUNS:
+                continue
+            anchors.append(Anchor(chunk.text, chunk.root.pos_, "noun_chunk", offset + chunk.start_char,
+                                  offset + chunk.end_char, key))
+        return sorted(anchors, key=lambda a: (a.start, a.end))
+
+
+SPACY_PIECE_CHARS = 10_000  # longer texts are parsed piece by piece (bounded memory; normal turns are far shorter)
+
+
+def _pieces(text: str, size: int) -> list[tuple[int, str]]:
+    """(offset, piece) covering ``text`` in pieces of at most ``size`` characters, cut after whitespace (or hard
+    at ``size`` when a piece has none), so offsets into a piece shift back into the text."""
+    out, start = [], 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):
+            cut = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
+            end = cut + 1 if cut > start else end
+        out.append((start, text[start:end]))
+        start = end
+    return out
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*|\d+")
