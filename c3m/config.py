@@ -21,6 +21,8 @@ from .errors import InvalidInput
 from .types import ReaderBudget, WriteBudget
 
 DEFAULT_METHOD = "c3m"
+_STR_FIELDS = ("method", "text_embedder", "token_counter", "answerer", "perception", "image_embedder",
+               "image_token_model", "device")
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,20 @@ class MemoryConfig:
     device: str = "cpu"
 
     def __post_init__(self):
+        for name in _STR_FIELDS:
+            if not isinstance(getattr(self, name), str):
+                raise InvalidInput(name, f"must be a string, got {getattr(self, name)!r}",
+                                   fix=f'e.g. {name} = "{getattr(MemoryConfig, name, "auto")}"')
+        if not isinstance(self.max_image_bytes, int) or isinstance(self.max_image_bytes, bool) or self.max_image_bytes <= 0:
+            raise InvalidInput("max_image_bytes", f"must be a positive integer, got {self.max_image_bytes!r}",
+                               fix="e.g. max_image_bytes = 20971520")
+        if not isinstance(self.method_options, dict):
+            raise InvalidInput("method_options", f"must be a table, got {self.method_options!r}",
+                               fix="e.g. [method_options] key = value")
+        for name, typ in (("write_budget", WriteBudget), ("reader_budget", ReaderBudget)):
+            if not isinstance(getattr(self, name), typ):
+                raise InvalidInput(name, f"must be a {typ.__name__}, got {getattr(self, name)!r}",
+                                   fix=f"pass {typ.__name__}(...) (a [{name}] table in a config file)")
         if not isinstance(self.max_turn_chars, int) or isinstance(self.max_turn_chars, bool) or self.max_turn_chars <= 0:
             raise InvalidInput("max_turn_chars", f"must be a positive integer, got {self.max_turn_chars!r}",
                                fix="e.g. max_turn_chars = 100000")
@@ -57,7 +73,7 @@ class MemoryConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> "MemoryConfig":
         known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
+        unknown = {str(k) for k in data if k not in known}  # YAML allows non-string keys (1: 2)
         if unknown:
             raise InvalidInput(sorted(unknown)[0], "unknown configuration key", source=source,
                                fix=f"use only {sorted(known)}")
@@ -88,6 +104,9 @@ class MemoryConfig:
                                    fix="pip install pyyaml, or write the config as TOML") from exc
             try:
                 data = yaml.safe_load(text) or {}
+            except RecursionError:
+                raise InvalidInput("(file)", "is nested too deeply to be a config", source=str(path),
+                                   fix="write key: value pairs, at most a few levels deep") from None
             except yaml.YAMLError as exc:
                 mark = getattr(exc, "problem_mark", None)
                 raise InvalidInput("(file)", f"is not valid YAML: {getattr(exc, 'problem', None) or exc}",
@@ -99,6 +118,9 @@ class MemoryConfig:
             except tomllib.TOMLDecodeError as exc:  # its message already ends "(at line L, column C)"
                 raise InvalidInput("(file)", f"is not valid TOML: {exc}", source=str(path),
                                    fix="quote strings, one key = value per line (see README, config files)") from None
+            except RecursionError:  # tomllib recurses once per nested array/table
+                raise InvalidInput("(file)", "is nested too deeply to be a config", source=str(path),
+                                   fix="write key = value pairs, at most a few levels deep") from None
         if not isinstance(data, dict):
             raise InvalidInput("(file)", f"holds a {type(data).__name__}, not a table of settings", source=str(path),
                                fix="write key = value pairs (TOML) or key: value (YAML)")

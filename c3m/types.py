@@ -37,7 +37,9 @@ class Turn:
     images: tuple[ImageInput, ...] = ()
 
     def __post_init__(self):
-        object.__setattr__(self, "images", tuple(self.images))
+        _check_utf8(self.text, "Turn.text")
+        object.__setattr__(self, "images", _as_tuple(self.images, "Turn.images", "images=[path_or_bytes, ...]",
+                                                    (str, Path, bytes, bytearray, memoryview)))
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,40 @@ class Session:
     turns: tuple[Turn, ...]
 
     def __post_init__(self):
-        object.__setattr__(self, "turns", tuple(self.turns))
+        _check_utf8(self.id, "Session.id")
+        object.__setattr__(self, "turns", _as_tuple(self.turns, "Session.turns", "turns=[Turn(...), ...]", (Turn,)))
+        for i, t in enumerate(self.turns):
+            if not isinstance(t, Turn):
+                from .errors import InvalidInput
+
+                raise InvalidInput(f"Session.turns[{i}]", f"must be a Turn, got {type(t).__name__}",
+                                   fix='build it with Turn(role="user", text="...")')
+
+
+def _check_utf8(value: Any, field: str) -> None:
+    """Text the store keeps as UTF-8 must be encodable: JSON's "\\ud800" gives a lone surrogate, which is not."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            from .errors import InvalidInput
+
+            raise InvalidInput(field, f"holds an unpaired surrogate (\\u{ord(value[exc.start]):04x}) at character "
+                               f"{exc.start}", fix="pass valid Unicode text (a surrogate pair, or the character itself)") \
+                from None
+
+
+def _as_tuple(value: Any, field: str, example: str, single: tuple[type, ...]) -> tuple:
+    """A collection field as a tuple; one item given bare (a path string would be split into characters) or a
+    non-iterable is refused naming the field."""
+    from .errors import InvalidInput
+
+    if isinstance(value, single) or isinstance(value, (str, bytes, Mapping)):
+        raise InvalidInput(field, f"must be a list, got a single {type(value).__name__}", fix=f"pass {example}")
+    try:
+        return tuple(value)
+    except TypeError:
+        raise InvalidInput(field, f"must be a list, got {type(value).__name__}", fix=f"pass {example}") from None
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,13 @@ def _field(p: _Problems, obj: dict, key: str, path: str, kind: type, example: st
     if nonempty and not value:
         p.add(path, "is empty", f'write "{key}": {example}')
         return None
+    if kind is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # JSON's "\ud800" escape: no UTF-8 file or store can hold it
+            p.add(path, f"holds an unpaired surrogate (\\u{ord(value[exc.start]):04x}) at character {exc.start}",
+                  "write valid Unicode (a surrogate pair, or the character itself)")
+            return None
     return value
 
 
@@ -110,7 +117,11 @@ def _time(p: _Problems, obj: dict, key: str, path: str, *, required: bool) -> da
         p.add(path, f"is not an ISO 8601 timestamp: {text!r}", _TIME_FIX)
         return None
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        try:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        except OverflowError:  # e.g. "9999-12-31T23:59:59-05:00" is after the last representable UTC time
+            p.add(path, f"is out of range once converted to UTC: {text!r}", _TIME_FIX)
+            return None
     return value
 
 
@@ -465,7 +476,7 @@ def _safe_name(name: str) -> str:
     if re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,99}", name):  # lower case: safe on case-insensitive disks
         return name
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")[:60]
-    return f"{cleaned}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return f"{cleaned}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def _image_ext(data: bytes, field: str) -> str:
@@ -478,7 +489,27 @@ def _image_ext(data: bytes, field: str) -> str:
     return {"JPEG": "jpg", "TIFF": "tif"}.get(fmt, (fmt or "bin").lower())
 
 
-def _materialise(history: History, root: Path) -> History:
+def _write_undoable(path: Path, data: bytes, undo: list) -> None:
+    """``_atomic_write`` that first notes how to undo it: the file's old bytes (or None) and the folders it made."""
+    made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]  # deepest first
+    undo.append((path, path.read_bytes() if path.is_file() else None, made))
+    _atomic_write(path, data)
+
+
+def _undo(undo: list) -> None:
+    for path, old, made in reversed(undo):
+        if old is None:
+            path.unlink(missing_ok=True)
+        else:
+            _atomic_write(path, old)
+        for d in made:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+
+def _materialise(history: History, root: Path, undo: list) -> History:
     """Put every image of ``history`` inside ``root``: write bytes, copy outside files, keep inside ones."""
     sessions = []
     for i, s in enumerate(history.sessions):
@@ -490,7 +521,7 @@ def _materialise(history: History, root: Path) -> History:
                 stem = root / "images" / _safe_name(history.id) / f"{_safe_name(s.id)}-{j}-{k}"
                 if isinstance(image, bytes):
                     dest = stem.with_name(f"{stem.name}.{_image_ext(image, field)}")
-                    _atomic_write(dest, image)
+                    _write_undoable(dest, image, undo)
                     images.append(dest)
                     continue
                 path = Path(image)
@@ -502,7 +533,7 @@ def _materialise(history: History, root: Path) -> History:
                     raise InvalidInput(field, f"{path} does not exist", fix="pass an existing image file")
                 data = path.read_bytes()
                 dest = stem.with_name(f"{stem.name}.{_image_ext(data, field)}")
-                _atomic_write(dest, data)
+                _write_undoable(dest, data, undo)
                 images.append(dest)
             turns.append(Turn(t.role, t.text, tuple(images)))
         sessions.append(Session(s.id, s.time, tuple(turns)))
@@ -516,21 +547,28 @@ def write_dataset(histories: Iterable[History], folder: str | Path, *,
     Images given as bytes are written to ``images/<history id>/<session id>-<turn>-<k>.<ext>``; paths
     inside the folder are referenced relatively; paths outside are copied in. Every line is validated
     exactly as ``load_dataset`` would before ``episodes.jsonl`` is replaced (atomically), so a written
-    dataset always loads.
+    dataset always loads. A refused write leaves the folder as it was: image files it wrote are removed (or
+    their old bytes put back) and folders it made are removed.
     """
     folder = Path(folder)
+    made = [d for d in (folder, *folder.absolute().parents) if not d.exists()]
     folder.mkdir(parents=True, exist_ok=True)
     root = folder.resolve()
     ctx = _Context(root, limits)
-    lines = []
-    for number, history in enumerate(histories, 1):
-        obj = history_to_dict(_materialise(history, root), root)
-        p = _Problems(number, EPISODES)
-        _history(p, obj, ctx)
-        if p.items:
-            raise p.items[0]
-        lines.append(json.dumps(obj, ensure_ascii=False) + "\n")
-    if not lines:
-        raise InvalidInput("(file)", "no histories to write", fix="pass at least one History", source=EPISODES)
+    lines: list[str] = []
+    undo: list = [(root / EPISODES, None, made)] if made else []
+    try:
+        for number, history in enumerate(histories, 1):
+            obj = history_to_dict(_materialise(history, root, undo), root)
+            p = _Problems(number, EPISODES)
+            _history(p, obj, ctx)
+            if p.items:
+                raise p.items[0]
+            lines.append(json.dumps(obj, ensure_ascii=False) + "\n")
+        if not lines:
+            raise InvalidInput("(file)", "no histories to write", fix="pass at least one History", source=EPISODES)
+    except BaseException:
+        _undo(undo)
+        raise
     _atomic_write(root / EPISODES, "".join(lines).encode("utf-8"))
     return folder

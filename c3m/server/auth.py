@@ -64,6 +64,15 @@ def check_pattern(pattern: str) -> str:
     return check_namespace(pattern)
 
 
+def _record(r: dict) -> KeyRecord:
+    """One key file entry, its types checked (a TypeError is reported as a damaged key file)."""
+    rec = KeyRecord(r["key_id"], r["sha256"], r["namespaces"], r.get("label", ""), r.get("created_at", ""))
+    if not (all(isinstance(v, str) for v in (rec.key_id, rec.sha256, rec.label, rec.created_at))
+            and isinstance(rec.namespaces, list) and rec.namespaces and all(isinstance(n, str) for n in rec.namespaces)):
+        raise TypeError("a key record needs string key_id, sha256, label, created_at and a list of namespaces")
+    return KeyRecord(rec.key_id, rec.sha256, tuple(rec.namespaces), rec.label, rec.created_at)
+
+
 class KeyRing:
     """The keys a server accepts, loaded from (and saved to) one JSON file."""
 
@@ -83,9 +92,8 @@ class KeyRing:
         if seen is not None:
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
-                records = [KeyRecord(r["key_id"], r["sha256"], tuple(r["namespaces"]), r.get("label", ""),
-                                          r.get("created_at", "")) for r in data["keys"]]
-            except (ValueError, KeyError, TypeError) as exc:
+                records = [_record(r) for r in data["keys"]]
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
                 raise InvalidInput("keys", f"{self.path} is not a c3m key file ({exc})",
                                    fix="recreate it with `c3m keys add`") from None
         self._seen, self.records = seen, records

@@ -88,9 +88,22 @@ def parse_time(value: Any, path: str) -> datetime:
         except ValueError:
             t = None
         if t is not None:
-            return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+            try:
+                return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+            except OverflowError:  # e.g. 9999-12-31T23:59:59-05:00 is after the last representable UTC time
+                raise InvalidInput(path, f"{value!r} is out of range once converted to UTC",
+                                   fix="use a time between years 1 and 9999 in UTC") from None
     raise InvalidInput(path, f"{value!r} is not an ISO 8601 time",
                        fix='write e.g. "2026-03-02T10:00:00" (an offset such as "+02:00" or "Z" is allowed)')
+
+
+def _check_utf8(value: str, path: str) -> None:
+    """JSON may carry lone surrogates ("\\ud800"), which no UTF-8 store can hold: refuse them here."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(path, f"holds an unpaired surrogate (\\u{ord(value[exc.start]):04x}) at character {exc.start}",
+                           fix="send valid Unicode text (a surrogate pair, or the character itself)") from None
 
 
 def session_from_json(obj: Any, limits: RequestLimits, files: dict[str, bytes] | None = None) -> Session:
@@ -126,12 +139,14 @@ def session_from_json(obj: Any, limits: RequestLimits, files: dict[str, bytes] |
             raise InvalidInput(f"{p}.role", f"unknown role {role!r}", fix=f"use one of {', '.join(ROLES)}")
         if not isinstance(text, str):
             raise InvalidInput(f"{p}.text", f"must be a string, got {type(text).__name__}", fix='"text": "..."')
+        _check_utf8(text, f"{p}.text")
         if len(text) > limits.max_text_chars:
             raise InvalidInput(f"{p}.text", f"has {len(text)} characters, over the limit of "
                                              f"{limits.max_text_chars}",
                                fix="split the text over several turns, or store the document as a file elsewhere "
                                    "and remember a summary with a link")
-        imgs_in = t.get("images") or []
+        imgs_in = t.get("images")
+        imgs_in = [] if imgs_in is None else imgs_in
         if not isinstance(imgs_in, list):
             raise InvalidInput(f"{p}.images", "must be a list", fix='"images": [{"data": "<base64>"}]')
         if len(imgs_in) > limits.max_images_per_turn:
@@ -144,7 +159,7 @@ def session_from_json(obj: Any, limits: RequestLimits, files: dict[str, bytes] |
                 data = decode_base64(im["data"], f"{ip}.data")
             elif isinstance(im, dict) and "file" in im and files is not None:
                 name = im["file"]
-                if name not in files:
+                if not isinstance(name, str) or name not in files:
                     raise InvalidInput(f"{ip}.file", f"names no uploaded file ({name!r})",
                                        fix=f"upload a part named {name!r}, or use one of {sorted(files)[:5]}")
                 data = files[name]
@@ -165,6 +180,7 @@ def session_from_json(obj: Any, limits: RequestLimits, files: dict[str, bytes] |
         sid = "s-" + digest.hexdigest()[:16]
     if not isinstance(sid, str) or not sid.strip() or len(sid) > 200:
         raise InvalidInput("id", f"{sid!r} is not a session id", fix="use a non-empty string of at most 200 characters")
+    _check_utf8(sid, "id")
     return Session(sid, time, tuple(turns))
 
 
