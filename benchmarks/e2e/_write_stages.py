@@ -83,8 +83,8 @@ def install(clock: StageClock, method_cls) -> None:
     txn = ColdStore.transaction
 
     @contextmanager
-    def transaction(self):  # BEGIN and COMMIT/ROLLBACK are store time; the body is charged to its own stages
-        cm = txn(self)
+    def transaction(self, namespace=None):  # BEGIN and COMMIT/ROLLBACK are store time; the body: its own stages
+        cm = txn(self, namespace)
         with clock.stage("store"):
             cm.__enter__()
         try:
