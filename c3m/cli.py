@@ -777,6 +777,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _disk_full_error(exc: BaseException, store: str | None):
+    """A StoreError for a full disk (SQLite's "database or disk is full", ENOSPC/EDQUOT/EFBIG from a file write, a
+    server's disk-full error), naming the store and the fix; None for any other error. SQLite rolls the open
+    transaction back, so every session already committed is whole and the one being written is absent."""
+    import sqlite3
+
+    from .errors import StoreError
+    from .store.blobs import DISK_FULL_ERRNOS, disk_full_fix
+
+    where = store or "the store"
+    if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
+        why = f"SQLite: {exc}"
+    elif isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+        why = f"{exc.strerror}{f': {exc.filename}' if exc.filename else ''}"
+    elif type(exc).__name__ == "DiskFull":  # a database server's disk-full error (e.g. psycopg.errors.DiskFull)
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    else:
+        return None
+    return StoreError(f"the disk holding the store {where} is full ({why}); the session being written was rolled "
+                      "back, every session committed before it is intact", fix=disk_full_fix(where))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
@@ -793,6 +815,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.fix:
             print(f"  fix: {exc.fix}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        full = _disk_full_error(exc, getattr(args, "store", None))
+        if full is None:
+            raise
+        print(f"error: {full.message}", file=sys.stderr)
+        print(f"  fix: {full.fix}", file=sys.stderr)
         return 2
 
 

@@ -8,13 +8,36 @@ transaction that references them, so a crash can leave an unreferenced blob (har
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from ..errors import StoreError
+
 _HEX = set("0123456789abcdef")
+#: errno values that mean "the disk (or the quota, or the file-size limit) is full"
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+VERIFY_FIX = "run `c3m verify` to list damaged or missing blobs and the sessions that use them; restore the files from a backup"
+
+
+class BlobMissing(StoreError, FileNotFoundError):
+    """A referenced blob file is not on disk (forgotten, deleted, or never copied with the store)."""
+
+
+class BlobDamaged(StoreError):
+    """A blob file's bytes no longer hash to its name (bit rot, truncation, an edit): never handed out."""
+
+
+class StoreFull(StoreError, OSError):
+    """The disk holding the store is full (ENOSPC, a quota, or RLIMIT_FSIZE): nothing partial was committed."""
+
+
+def disk_full_fix(location: object) -> str:
+    return (f"free space on the disk holding {location} (or move the store to a bigger one), then rerun the same "
+            "command: sessions already stored are skipped, and nothing half-written was committed")
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -52,28 +75,38 @@ class BlobStore:
         if final.exists() and final.stat().st_size == len(data):
             return digest
         final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=self.tmp, prefix=digest[:8] + ".")
+        tmp_name = None
         try:
+            fd, tmp_name = tempfile.mkstemp(dir=self.tmp, prefix=digest[:8] + ".")
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp_name, final)
-        except BaseException:
-            try:
-                os.unlink(tmp_name)
-            except FileNotFoundError:
-                pass
+        except BaseException as exc:
+            if tmp_name is not None:
+                try:
+                    os.unlink(tmp_name)
+                except FileNotFoundError:
+                    pass
+            if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+                raise StoreFull(f"no space left to write blob {digest[:12]}… into {self.root} ({exc.strerror})",
+                                fix=disk_full_fix(self.root)) from None
             raise
         _fsync_dir(final.parent)
         return digest
 
     def get(self, sha256: str) -> bytes:
+        """The blob's bytes, checked against its name: a damaged file raises BlobDamaged, never wrong bytes."""
         path = self.path_for(sha256)
         try:
-            return path.read_bytes()
+            data = path.read_bytes()
         except FileNotFoundError:
-            raise FileNotFoundError(f"blob {sha256} is missing from {self.root}; run `c3m verify`") from None
+            raise BlobMissing(f"blob {sha256} is missing: no file {path}", fix=VERIFY_FIX) from None
+        if sha256_bytes(data) != sha256:
+            raise BlobDamaged(f"blob {sha256} is damaged: {path} ({len(data)} bytes) no longer hashes to its name",
+                              fix=VERIFY_FIX)
+        return data
 
     def exists(self, sha256: str) -> bool:
         return self.path_for(sha256).is_file()
@@ -82,12 +115,14 @@ class BlobStore:
         """None when the blob is present and hashes to its name, else a short problem description."""
         path = self.path_for(sha256)
         if not path.is_file():
-            return "missing"
+            return f"missing (no file {path})"
         h = hashlib.sha256()
         with path.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
-        return None if h.hexdigest() == sha256 else f"hash mismatch (content is {h.hexdigest()[:12]}…)"
+        if h.hexdigest() == sha256:
+            return None
+        return f"hash mismatch: {path} ({path.stat().st_size} bytes) hashes to {h.hexdigest()[:12]}…"
 
     def delete(self, sha256: str) -> bool:
         """Remove a blob (only ``forget`` calls this, after the redaction is committed)."""

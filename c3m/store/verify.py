@@ -142,18 +142,29 @@ def verify_store(store: ColdStore, *, check_blob_hashes: bool = True, max_messag
     rep.counts["derived_blobs"] = n_dblobs
 
     # Image and crop blobs: present and hashing to their name; unreferenced blobs are orphans (warning).
-    def check_blob(sha: str, what: str) -> None:
-        problem = store.blobs.check(sha) if check_blob_hashes else (None if store.blobs.exists(sha) else "missing")
+    def users(sha: str, table: str) -> str:
+        """Which namespace/session/node use a damaged blob (so the report says whose history it hurts)."""
+        rows = q(f"SELECT r.namespace, r.session_id, r.node_id FROM {table} i JOIN raw_nodes r ON r.node_id=i.node_id"
+                 " WHERE i.sha256=? AND i.redacted=0 ORDER BY r.namespace, r.session_id, r.node_id", (sha,)).fetchall()
+        named = [f"{r[0]}/{r[1]} node {r[2]}" for r in rows[:3]]
+        more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
+        return f"; used by {', '.join(named)}{more}" if named else ""
+
+    def check_blob(sha: str, what: str, table: str) -> None:
+        if check_blob_hashes:
+            problem = store.blobs.check(sha)
+        else:
+            problem = None if store.blobs.exists(sha) else f"missing (no file {store.blobs.path_for(sha)})"
         if problem:
-            err(f"{what} {sha}: {problem}")
+            err(f"{what} {sha}: {problem}{users(sha, table)}")
 
     referenced = {r[0] for r in q("SELECT DISTINCT sha256 FROM node_images WHERE redacted=0")}
     for sha in sorted(referenced):
-        check_blob(sha, "blob")
+        check_blob(sha, "blob", "node_images")
     rep.counts["blobs"] = len(referenced)
     crop_blobs = {sha for sha, _, _ in live_crops}
     for sha in sorted(crop_blobs - referenced):
-        check_blob(sha, "crop blob")
+        check_blob(sha, "crop blob", "derived_blobs")
     referenced |= crop_blobs
     orphans = [d for d in store.blobs.iter_digests() if d not in referenced]
     if orphans:
