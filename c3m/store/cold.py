@@ -36,6 +36,9 @@ from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
 DEFAULT_MAX_IMAGE_BYTES = 20 * 1024 * 1024
+#: pixels per image (the dataset validator's ImageLimits.max_pixels): checked on the header, before any decoding, so a
+#: small file claiming 10,000 x 10,000 pixels (a decompression bomb) is refused without allocating its frame
+DEFAULT_MAX_IMAGE_PIXELS = 40_000_000
 #: a turn's text limit: a 2 MB turn used to be stored whole, peak ingest near 900 MB RSS, and then dropped from every
 #: context by the reader's token budget without a word. Longer documents belong in several turns (or elsewhere).
 DEFAULT_MAX_TEXT_CHARS = 100_000
@@ -129,7 +132,8 @@ def session_content_sha256(time: datetime, node_hashes: Iterable[str]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def read_image(image: ImageInput, field: str, *, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> tuple[bytes, ImageRef]:
+def read_image(image: ImageInput, field: str, *, max_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+               max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> tuple[bytes, ImageRef]:
     """Load and check one image given as a path or bytes; the bytes are kept exactly as given."""
     from PIL import Image, UnidentifiedImageError
 
@@ -149,6 +153,10 @@ def read_image(image: ImageInput, field: str, *, max_bytes: int = DEFAULT_MAX_IM
     try:
         with Image.open(io.BytesIO(data)) as im:
             fmt, (w, h) = im.format, im.size
+            if w <= 0 or h <= 0 or w * h > max_pixels:
+                raise InvalidInput(field, f"image is {w}x{h} pixels: " + ("empty" if w * h <= 0 else
+                                   f"over the {max_pixels}-pixel limit"), fix="give a non-empty image of at most "
+                                   f"{max_pixels} pixels (downscale it)")
             im.verify()
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise InvalidInput(field, f"not a readable image ({exc.__class__.__name__}: {exc})",
@@ -335,16 +343,19 @@ class ColdStore:
                 raise InvalidInput(f"turns[{i}].text", f"has {len(turn.text)} characters, over the limit of "
                                    f"{max_text_chars}", fix="split the text over several turns (or raise "
                                    "MemoryConfig.max_turn_chars / `c3m serve --max-text-chars`)")
-        nodes, hashes = [], []
-        for i, turn in enumerate(session.turns):
+        images: list[list[tuple[bytes, ImageRef]]] = []
+        for i, turn in enumerate(session.turns):  # every turn checked, every image decoded, before any blob write
             if turn.role not in ROLES:
                 raise InvalidInput(f"turns[{i}].role", f"unknown role {turn.role!r}", fix=f"use one of {list(ROLES)}")
             if not isinstance(turn.text, str):
                 raise InvalidInput(f"turns[{i}].text", f"must be a string, got {type(turn.text).__name__}",
                                    fix="pass the utterance text (may be empty when the turn has images)")
+            images.append([read_image(image, f"turns[{i}].images[{k}]", max_bytes=max_image_bytes)
+                           for k, image in enumerate(turn.images)])
+        nodes, hashes = [], []
+        for i, turn in enumerate(session.turns):
             refs = []
-            for k, image in enumerate(turn.images):
-                data, ref = read_image(image, f"turns[{i}].images[{k}]", max_bytes=max_image_bytes)
+            for data, ref in images[i]:
                 self.blobs.put(data)
                 refs.append(ref)
             prov = Provenance(namespace=namespace, session_id=session.id, turn_index=i, time=time)
