@@ -268,7 +268,7 @@ def campaign_disk_full(args, dataset: Path, expected: dict, rng: random.Random) 
     fractions = [0.5] if args.quick else [0.1, 0.25, 0.4, 0.55, 0.7, 0.85]
     sizes = [f"{max(64, int(ref_kb * x))}k" for x in fractions]  # the disk fills at 10-85% of the ingest
     modes = ["tmpfs"] * len(sizes) + ["filler"] * (1 if args.quick else 4)
-    failures, messages = [], []
+    failures, messages, refused = [], [], []
     trials = lost_total = hit = 0
     fallback = None
     for i, mode in enumerate(modes):
@@ -298,10 +298,13 @@ def campaign_disk_full(args, dataset: Path, expected: dict, rng: random.Random) 
             hit += 1
             messages.append(short(res.stderr, 400))
             failures += [f"{mode} {size}: {p}" for p in _clear_message(res.stderr)]
-            try:  # the store opens and verifies on the full disk
+            try:  # the store opens and verifies on the full disk, or refuses saying so
                 store = open_existing(str(store_dir))
             except C3MError as exc:
-                failures.append(f"{mode} {size}: store does not open on the full disk: {exc}")
+                if "full" in exc.message and exc.fix:  # e.g. the disk filled while creating the schema
+                    refused.append(f"{mode} {size}: {exc}")
+                else:
+                    failures.append(f"{mode} {size}: store does not open on the full disk: {exc}")
                 store = None
             except Exception as exc:  # noqa: BLE001 - a raw error here is the finding
                 failures.append(f"{mode} {size}: store open raised {type(exc).__name__}: {exc}")
@@ -342,8 +345,10 @@ def campaign_disk_full(args, dataset: Path, expected: dict, rng: random.Random) 
         return rows
     return {"campaign": "disk full mid-ingest (tmpfs store folder at 10-85% of the store's final size, or a filler file)",
             "trials": trials, "enospc_hit": hit, "failures": failures, "data_lost": lost_total,
-            "messages": messages[:3],
-            "notes": "`mount -t tmpfs -o size=N`; after ENOSPC the store is opened on the full disk and verified, "
+            "messages": messages[:3], "refused_to_open_with_clear_message": refused,
+            "notes": "`mount -t tmpfs -o size=N`; after ENOSPC the store is opened on the full disk and verified (or it "
+                     "refuses with a clear disk-full StoreError, which is allowed: e.g. the disk filled while the "
+                     "schema was being created), "
                      "then space is freed (remount 256m or delete the filler) and the same ingest resumes; final "
                      "snapshots compared with a clean ingest"}
 
@@ -477,12 +482,17 @@ def campaign_wal(args, dataset: Path, expected: dict, rng: random.Random) -> dic
             t0 = time.perf_counter()
             run_ingest(dataset, str(base / "timing"))
             full = time.perf_counter() - t0
-        proc = subprocess.Popen(ingest_cmd(dataset, str(killed_dir)), env=ENV, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.4, 0.9) * full)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
         wal = killed_dir / "store.sqlite-wal"
+        for attempt in range(5):  # the kill must land mid-ingest (a clean exit checkpoints the WAL away)
+            shutil.rmtree(killed_dir, ignore_errors=True)
+            proc = subprocess.Popen(ingest_cmd(dataset, str(killed_dir)), env=ENV, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.3, 0.8) * full / 2 ** attempt)
+            landed = proc.poll() is None
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            if landed and wal.is_file() and wal.stat().st_size > 0:
+                break
         if not wal.is_file() or wal.stat().st_size == 0:
             failures.append(f"writer {w}: no WAL left by the kill")
             continue
@@ -605,7 +615,11 @@ def write_report(rows: list[dict], args, elapsed: float, commit: str | None = No
     for r in rows:
         lines += [f"## {r['campaign']}", "", r.get("notes", ""), ""]
         extra = {k: v for k, v in r.items() if k not in ("campaign", "notes", "failures", "command", "key",
-                                                          "trials", "data_lost", "fixed")}
+                                                          "trials", "data_lost", "fixed", "found_and_fixed")}
+        if "wal_sessions_lost" in extra:  # one line, not one number per line
+            w = dict(extra["wal_sessions_lost"])
+            w["per_trial"] = " ".join(map(str, w["per_trial"]))
+            extra["wal_sessions_lost"] = w
         if extra:
             lines += ["```", json.dumps(extra, indent=1, default=str)[:3000], "```", ""]
         if FOUND.get(r["key"]):
