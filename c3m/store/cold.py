@@ -235,6 +235,9 @@ class ColdStore:
         if self.conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = FULL")
+        # the WAL is reused after a checkpoint but keeps its high-water size: cap what it keeps (a nearly full disk
+        # otherwise fills with a stale 4 MB WAL; faults campaign)
+        self.conn.execute("PRAGMA journal_size_limit = 4194304")
         self.conn.execute("PRAGMA foreign_keys = ON")
         self._init_schema()
 
