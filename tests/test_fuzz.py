@@ -228,6 +228,26 @@ def test_store_refused_session_writes_no_blob(tmp_path):
         store.close()
 
 
+
+def test_store_conflicting_session_writes_no_blob(tmp_path):
+    """Found by the full store_write run: a session id already stored with other content was refused only in
+    insert_session, after prepare_session had written the new session's image blob (an orphan file)."""
+    from c3m.errors import SessionConflict
+    from c3m.store import ColdStore
+    from c3m.types import Session, Turn
+
+    store = ColdStore(tmp_path / "store")
+    try:
+        with store.transaction("ns"):
+            store.insert_session(store.prepare_session("ns", Session("s1", datetime(2026, 3, 2), (Turn("user", "a"),))))
+        before = fc._store_state(store)
+        other = Session("s1", datetime(2026, 3, 2), (Turn("user", "a", (fc.image_seeds()["png"],)),))
+        with pytest.raises(SessionConflict):
+            store.prepare_session("ns", other)
+        assert fc._store_state(store) == before
+    finally:
+        store.close()
+
 @pytest.mark.slow
 def test_campaign_script_quick(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reliability" / "fuzz_campaign.py"), "--quick",

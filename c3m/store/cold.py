@@ -166,6 +166,13 @@ def read_image(image: ImageInput, field: str, *, max_bytes: int = DEFAULT_MAX_IM
     return data, ref
 
 
+
+def _conflict(prepared: PreparedSession) -> SessionConflict:
+    return SessionConflict(
+        f"session {prepared.session_id!r} is already stored in namespace {prepared.namespace!r} "
+        "with different content; stored sessions are immutable",
+        fix="give the new session a new id (or use forget() first if the old one must be redacted)")
+
 class ColdStore:
     """An opened store with one database connection: a folder path (SQLite) or a ``postgresql://`` URL.
 
@@ -357,17 +364,23 @@ class ColdStore:
                            for k, image in enumerate(turn.images)])
         nodes, hashes = [], []
         for i, turn in enumerate(session.turns):
-            refs = []
-            for data, ref in images[i]:
-                self.blobs.put(data)
-                refs.append(ref)
+            refs = [ref for _, ref in images[i]]
             prov = Provenance(namespace=namespace, session_id=session.id, turn_index=i, time=time)
             node = RawNode(node_id=node_id_for(namespace, session.id, i), provenance=prov, role=turn.role,
                            text=turn.text, images=tuple(refs))
             nodes.append(node)
             hashes.append(node_content_sha256(turn.role, turn.text, refs))
-        return PreparedSession(namespace, session.id, time, tuple(nodes), tuple(hashes),
-                               session_content_sha256(time, hashes))
+        prepared = PreparedSession(namespace, session.id, time, tuple(nodes), tuple(hashes),
+                                   session_content_sha256(time, hashes))
+        # A session id already stored with other content is refused before its images reach the blob store (the
+        # fuzz campaign found such refusals leaving orphan blobs). insert_session checks again under the lock.
+        existing = self.session_record(namespace, session.id)
+        if existing is not None and existing.content_sha256 != prepared.content_sha256:
+            raise _conflict(prepared)
+        for turn_images in images:
+            for data, _ in turn_images:
+                self.blobs.put(data)
+        return prepared
 
     def session_record(self, namespace: str, session_id: str) -> SessionRecord | None:
         row = self.conn.execute("SELECT * FROM sessions WHERE namespace=? AND session_id=?",
@@ -399,10 +412,7 @@ class ColdStore:
         if existing is not None:
             if existing.content_sha256 == prepared.content_sha256:
                 return existing, False
-            raise SessionConflict(
-                f"session {prepared.session_id!r} is already stored in namespace {prepared.namespace!r} "
-                "with different content; stored sessions are immutable",
-                fix="give the new session a new id (or use forget() first if the old one must be redacted)")
+            raise _conflict(prepared)
         seq = self.conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM sessions WHERE namespace=?",
                                 (prepared.namespace,)).fetchone()[0]
         at = now_iso()
