@@ -5,10 +5,12 @@ Either builds a store with about ``--build`` Raw Nodes cheaply (no memory method
 ``--image-every`` nodes) or measures an existing store (``--store`` a location string, as ``ColdStore`` takes it:
 a folder, later a ``postgresql://`` URL). Each verify mode runs in its own fresh process, so its peak RSS
 (``ru_maxrss``) is its own: with blob hash checks (the default ``c3m verify``) and without (existence only).
-``--profile`` adds a cProfile of one run (top functions by own time) to the results.
+``--profile`` adds a cProfile of one run (top functions by own time) to the results; ``--baseline-tree`` runs an
+earlier checkout's verify on the same store too, so a change to verify is measured side by side.
 
+    git worktree add /tmp/verify-base 3670461
     .venv/bin/python benchmarks/verify_scale.py --build 1000000 --store /tmp/scale/vstore --profile \\
-        --out benchmarks/results/verify-scale-cpu.md
+        --baseline-tree /tmp/verify-base --out benchmarks/results/verify-scale-cpu.md
 """
 from __future__ import annotations
 
@@ -55,67 +57,6 @@ s.close()
 print(json.dumps(out))
 """
 
-# The verify phases, timed one by one on their own (the same SQL verify_store runs), to show where the time goes
-# without profiler overhead; and the proposed rewrite of the two O(rows)-query loops (one ordered scan each).
-PHASES = r"""
-import hashlib, json, resource, sys, time
-from datetime import datetime
-from c3m.store import ColdStore
-from c3m.store.cold import session_content_sha256
-s = ColdStore(sys.argv[1], create=False); q = s.conn.execute; out = {}
-def timed(name, fn):
-    t = time.perf_counter(); fn(); out[name] = time.perf_counter() - t
-timed("integrity_problems (PRAGMA integrity_check + foreign_key_check)", s.integrity_problems)
-def sessions_now():
-    for x in q("SELECT * FROM sessions ORDER BY namespace, seq").fetchall():
-        nodes = q("SELECT turn_index, content_sha256 FROM raw_nodes WHERE namespace=? AND session_id=?"
-                  " ORDER BY turn_index", (x["namespace"], x["session_id"])).fetchall()
-        session_content_sha256(datetime.fromisoformat(x["time"]), [n[1] for n in nodes])
-timed("sessions: one query per session (now)", sessions_now)
-def sessions_scan():  # proposed: one scan of raw_nodes in (namespace, session_id, turn_index) order
-    sess = {(x[0], x[1]): x[2] for x in q("SELECT namespace, session_id, time FROM sessions")}
-    cur = q("SELECT namespace, session_id, turn_index, content_sha256 FROM raw_nodes"
-            " ORDER BY namespace, session_id, turn_index")
-    key, hs = None, []
-    for r in cur:
-        k = (r[0], r[1])
-        if k != key:
-            if key is not None:
-                session_content_sha256(datetime.fromisoformat(sess[key]), hs)
-            key, hs = k, []
-        hs.append(r[3])
-    if key is not None:
-        session_content_sha256(datetime.fromisoformat(sess[key]), hs)
-timed("sessions: one ordered scan (proposed)", sessions_scan)
-def nodes_scan():  # proposed: stream raw_nodes LEFT JOIN node_images in node_id order, no fetchall
-    cur = q("SELECT r.node_id, r.role, r.text, r.content_sha256, r.redacted, i.sha256 FROM raw_nodes r"
-            " LEFT JOIN node_images i ON i.node_id = r.node_id ORDER BY r.node_id, i.position")
-    prev, shas = None, []
-    enc = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per json.dumps call: same bytes
-    def done(p, shas):
-        hashlib.sha256(enc([p[1], p[2], shas]).encode()).hexdigest()
-    for r in cur:
-        if prev is not None and r[0] != prev[0]:
-            done(prev, shas); shas = []
-        prev = r
-        if r[5] is not None:
-            shas.append(r[5])
-    if prev is not None:
-        done(prev, shas)
-timed("raw nodes: one streamed LEFT JOIN scan (proposed)", nodes_scan)
-out["rss_after_proposed_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-def nodes_now():
-    for r in q("SELECT node_id, role, text, content_sha256, redacted FROM raw_nodes").fetchall():
-        shas = [i[0] for i in q("SELECT sha256 FROM node_images WHERE node_id=? ORDER BY position", (r["node_id"],))]
-        hashlib.sha256(json.dumps([r["role"], r["text"], shas], separators=(",", ":")).encode()).hexdigest()
-timed("raw nodes: fetchall + one node_images query per node (now)", nodes_now)
-out["rss_after_now_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-timed("nodes_by_id dict of every node (derived-record checks, now)",
-      lambda: {r[0]: (r[1], bool(r[2])) for r in q("SELECT node_id, namespace, redacted FROM raw_nodes")})
-timed("blob listing (iter_digests)", lambda: list(s.blobs.iter_digests()))
-out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps(out))
-"""
 
 
 def png(i: int) -> bytes:
@@ -169,25 +110,23 @@ def build(store: str, n_nodes: int, *, turns: int, sessions_per_ns: int, image_e
     return {"raw_nodes": made, "namespaces": ns_i, "build_s": time.perf_counter() - t0}
 
 
-def child(store: str, check: bool, profile: bool) -> dict:
+def child(store: str, check: bool, profile: bool, tree: Path = ROOT) -> dict:
+    """One verify in a fresh process, importing c3m from ``tree`` (this checkout, or a baseline one)."""
     t = time.perf_counter()
     res = subprocess.run([sys.executable, "-c", CHILD, store, "1" if check else "0", "1" if profile else "0"],
-                         cwd=ROOT, check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                         cwd=tree, check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)))
     out = json.loads(res.stdout.strip().splitlines()[-1])
     out["process_wall_s"] = time.perf_counter() - t
     return out
 
 
-def phases(store: str) -> dict:
-    res = subprocess.run([sys.executable, "-c", PHASES, store], cwd=ROOT, check=True, capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
 def table(res: dict) -> list[str]:
     lines = ["| verify mode | Raw Nodes | sessions | snapshots | blobs | wall | Raw Nodes/s | peak RSS | result |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for name, key in (("with blob hash checks (default)", "hashes"), ("blob existence only", "no_hashes")):
+    rows = (("with blob hash checks (default)", "hashes"), ("blob existence only", "no_hashes"),
+            (f"baseline {res.get('baseline_commit', '')}: with blob hash checks", "baseline_hashes"),
+            (f"baseline {res.get('baseline_commit', '')}: blob existence only", "baseline_no_hashes"))
+    for name, key in rows:
         r = res.get(key)
         if not r:
             continue
@@ -206,21 +145,15 @@ def main() -> int:
     ap.add_argument("--sessions-per-namespace", type=int, default=40)
     ap.add_argument("--image-every", type=int, default=500, help="one image per this many nodes (0: none)")
     ap.add_argument("--txn-sessions", type=int, default=400, help="sessions per transaction when building")
-    ap.add_argument("--profile", action="store_true", help="cProfile one run (no blob hashes) and time the phases")
+    ap.add_argument("--profile", action="store_true", help="cProfile one run (no blob hashes)")
     ap.add_argument("--no-hash-run", action="store_true", help="skip the existence-only run")
-    ap.add_argument("--phases-only", action="store_true", help="only time the phases; merge into --out's .json")
+    ap.add_argument("--baseline-tree", type=Path, help="also run the verify of another checkout (e.g. a git "
+                    "worktree of an earlier commit) on the same store, side by side")
     ap.add_argument("--json", type=Path, help="write the results here (JSON)")
     ap.add_argument("--out", type=Path, help="write a Markdown report here (and .json beside it)")
     args = ap.parse_args()
     res: dict = {"store": args.store, "commit": git_commit(ROOT), "when": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
                  "argv": sys.argv[1:]}
-    if args.phases_only:
-        prior = json.loads(args.out.with_suffix(".json").read_text())
-        prior["phases"] = phases(args.store)
-        prior["phases_when"] = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
-        args.out.with_suffix(".json").write_text(json.dumps(prior, indent=1))
-        print(json.dumps(prior["phases"], indent=1))
-        return 0
     if args.build:
         if not args.store.startswith("postgresql") and Path(args.store).exists():
             raise SystemExit(f"{args.store} exists; remove it or drop --build")
@@ -235,9 +168,14 @@ def main() -> int:
     if not args.no_hash_run:
         res["no_hashes"] = child(args.store, False, False)
         print(f"verify (existence): {res['no_hashes']['verify_s']:.1f} s", flush=True)
+    if args.baseline_tree:
+        res["baseline_commit"] = git_commit(args.baseline_tree)
+        res["baseline_hashes"] = child(args.store, True, False, args.baseline_tree)
+        print(f"baseline verify (blob hashes): {res['baseline_hashes']['verify_s']:.1f} s", flush=True)
+        if not args.no_hash_run:
+            res["baseline_no_hashes"] = child(args.store, False, False, args.baseline_tree)
     if args.profile:
         res["profiled"] = child(args.store, False, True)
-        res["phases"] = phases(args.store)
     res["table"] = table(res)
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))
@@ -253,10 +191,7 @@ def main() -> int:
                       f"{b['namespaces']} namespaces, {b['build_s']:.0f} s ({b['raw_nodes'] / b['build_s']:,.0f} "
                       f"nodes/s); store.sqlite {res.get('store_file_bytes', 0) / 1e6:,.0f} MB.", ""]
         lines += res["table"]
-        if "phases" in res:
-            lines += ["", "Phases timed on their own (same SQL as verify_store; 'proposed' = the rewrite below):", "",
-                      "| phase | seconds |", "|---|---:|"]
-            lines += [f"| {k} | {v:.1f} |" for k, v in res["phases"].items() if not k.endswith("_mb")]
+        if "profiled" in res:
             lines += ["", "cProfile of the existence-only run (top by own time):", "", "```",
                       res["profiled"]["profile"].strip(), "```"]
         args.out.write_text("\n".join(lines) + "\n")

@@ -155,6 +155,30 @@ def test_verify_detects_tampering_behind_the_triggers(store_path):
         assert any("content hash mismatch" in e for e in rep.errors)
 
 
+
+def test_verify_reads_in_pages_and_finds_damage_on_any_page(store_path, monkeypatch):
+    """verify streams sessions and Raw Nodes a page at a time; page boundaries must not hide a session or node."""
+    import c3m.store.verify as verify_mod
+
+    with ColdStore(store_path) as store:
+        for ns in ("alice", "bob"):
+            for i in range(1, 4):
+                _commit(store, ns, make_session(i))
+        whole = verify_store(store)
+        monkeypatch.setattr(verify_mod, "PAGE", 2)  # 6 sessions, 12 nodes: several pages, boundaries mid-namespace
+        paged = verify_store(store)
+        assert paged.ok and paged.counts == whole.counts and paged.counts["raw_nodes"] == 12
+        store.conn.execute("DROP TRIGGER raw_nodes_no_update" + (" ON raw_nodes" if store.backend != "sqlite" else ""))
+        store.conn.execute("UPDATE raw_nodes SET text='rewritten' WHERE namespace='bob' AND session_id='s3'"
+                           " AND turn_index=1")
+        store.conn.execute("DROP TRIGGER sessions_no_update" + (" ON sessions" if store.backend != "sqlite" else ""))
+        store.conn.execute("UPDATE sessions SET n_turns=5 WHERE namespace='bob' AND session_id='s3'")
+        nid = store.conn.execute("SELECT node_id FROM raw_nodes WHERE namespace='bob' AND session_id='s3'"
+                                 " AND turn_index=1").fetchone()[0]
+        errors = verify_store(store).errors
+        assert f"node {nid}: content hash mismatch (text or images changed)" in errors
+        assert any(e.startswith("session bob/s3: has 2 nodes, expected 5") for e in errors)
+
 def test_orphan_blob_is_a_warning_not_an_error(store_path):
     with ColdStore(store_path) as store:
         store.blobs.put(png_bytes((9, 9, 9)))  # as left by a crash between blob write and commit
