@@ -2,10 +2,23 @@
 a module named ``conftest`` would clash with ``tests/kernels/conftest.py``)."""
 from __future__ import annotations
 
+import importlib.util
 import io
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from c3m.types import Session, Turn
+
+
+def load_script(path: Path, name: str):
+    """Import a benchmark or training script by path (they are scripts, not a package), registered in
+    ``sys.modules`` so dataclasses and spawned workers can find it."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def png_bytes(colour=(200, 30, 30), size=(24, 16)) -> bytes:

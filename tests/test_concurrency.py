@@ -3,22 +3,19 @@ surfaced, every namespace's snapshot sequence and every read a prefix state (ben
 holds the workload and the checks; its long runs are in benchmarks/results/reliability.md)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from factories import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "reliability" / "concurrency.py"
 
 
 def _campaign():
-    spec = importlib.util.spec_from_file_location("c3m_concurrency_campaign", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT, "c3m_concurrency_campaign")
 
 
 def _run(location, tmp_path, *, writers, readers, seconds, max_sessions=10_000) -> dict:

@@ -5,7 +5,6 @@ campaign and its results: ``benchmarks/results/reliability-faults.md``)."""
 from __future__ import annotations
 
 import errno
-import importlib.util
 import os
 import random
 import shutil
@@ -24,11 +23,10 @@ from c3m.memory import Memory
 from c3m.store import ColdStore, verify_store
 from c3m.store.blobs import BlobDamaged, BlobMissing, BlobStore, StoreFull
 from c3m.types import Session, Turn
+from factories import load_script
 
 REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("c3m_faults", REPO / "benchmarks" / "reliability" / "faults.py")
-faults = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(faults)
+faults = load_script(REPO / "benchmarks" / "reliability" / "faults.py", "c3m_faults")
 
 
 def _png(i: int) -> bytes:

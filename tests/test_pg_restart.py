@@ -1,22 +1,19 @@
 """The PostgreSQL server stopped mid-ingest (a crash-like immediate stop) and restarted, on a private cluster:
-a clear error, nothing committed lost, the rerun completes (benchmarks/reliability/pg_restart.py; its 20-trial
+a clear error, nothing committed lost, the rerun completes (benchmarks/reliability/pg_restart.py; its 12-trial
 run is in benchmarks/results/reliability.md)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
+from factories import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "reliability" / "pg_restart.py"
 
 
 def _campaign():
-    spec = importlib.util.spec_from_file_location("c3m_pg_restart_campaign", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT, "c3m_pg_restart_campaign")
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 convergence, resume, DDP equivalence) and how c3m loads a head."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -17,17 +16,14 @@ from c3m.models.relation_head import (SHIPPED_MLP, CrossEncoderRelationHead, MLP
                                       make_relation_head)
 from c3m.types import Relation
 from c3m.write.features import FEATURE_NAMES
+from factories import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "training" / "train_relation_head.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("train_relation_head", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT, "train_relation_head")
 
 
 @pytest.fixture(scope="module")
