@@ -10,13 +10,17 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
-from c3m.dataset import load_dataset, write_dataset
+from c3m.dataset import write_dataset
 from c3m.store import ColdStore, verify_store
-from c3m.store.cold import node_content_sha256, read_image, session_content_sha256, utc_naive
 from c3m.types import History, Session, Turn
+from factories import load_script
+
+#: the fault campaign's helpers: one definition of "every session's expected content hash"
+faults = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "reliability" / "faults.py", "c3m_faults")
 
 
 def _png(i: int) -> bytes:
@@ -45,17 +49,6 @@ def big_dataset(tmp_path_factory):
     return root
 
 
-def _expected(dataset) -> dict[tuple[str, str], str]:
-    """Content hash of every dataset session, computed the way the store computes it."""
-    out = {}
-    for history in load_dataset(dataset):
-        for s in history.sessions:
-            hashes = [node_content_sha256(t.role, t.text, [read_image(p, "img")[1] for p in t.images])
-                      for t in s.turns]
-            out[(history.id, s.id)] = session_content_sha256(utc_naive(s.time), hashes)
-    return out
-
-
 def _ingest_cmd(dataset, store):
     return [sys.executable, "-m", "c3m.cli", "ingest", str(dataset), "--store", str(store), "--quiet",
             "--text-embedder", "hashing", "--method", "dense-topk"]
@@ -80,7 +73,7 @@ def _check_consistent(store_path, expected) -> int:
 
 def _crash_trials(big_dataset, tmp_path, trials: int, seed: int):
     rng = random.Random(seed)
-    expected = _expected(big_dataset)
+    expected = faults.expected_hashes(big_dataset)
     store = tmp_path / "store"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
     t0 = time.perf_counter()  # a clean run in a scratch store sets the kill window
