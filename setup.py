@@ -39,6 +39,9 @@ EXTRAS["dev"] = sorted(
     | {"pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "httpx>=0.27", "selenium>=4.20"}
 )
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+# benchmarks/reliability/fuzz_campaign.py: atheris is a libFuzzer build (wheels for Linux CPython), so it is kept
+# out of "dev" and "all"; without it the campaign's two byte-level runs are refused and the rest still run
+EXTRAS["fuzz"] = ["hypothesis>=6.100", "atheris>=2.3"]
 
 setup(
     name="c3m",

@@ -250,8 +250,17 @@ def test_store_conflicting_session_writes_no_blob(tmp_path):
 
 @pytest.mark.slow
 def test_campaign_script_quick(tmp_path):
+    pytest.importorskip("atheris", reason="the byte-level campaigns need pip install -e '.[fuzz]'")
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reliability" / "fuzz_campaign.py"), "--quick",
                         "--no-write"], capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     for name in fc.ORDER:
         assert f"[{name}] " in r.stdout
+
+
+def test_atheris_campaign_without_atheris_is_refused_with_the_fix(monkeypatch):
+    """Without atheris the worker's ImportError must not be reported as a fuzz failure."""
+    real = fc.importlib.util.find_spec
+    monkeypatch.setattr(fc.importlib.util, "find_spec", lambda name, *a: None if name == "atheris" else real(name, *a))
+    with pytest.raises(SystemExit, match=r"needs atheris: pip install -e '\.\[fuzz\]'.*--only dataset,"):
+        fc.run_atheris("image_bytes", 10)

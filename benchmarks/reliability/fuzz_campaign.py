@@ -27,6 +27,8 @@ are grouped by signature (exception type + the innermost c3m frame), so one bug 
     .venv/bin/python benchmarks/reliability/fuzz_campaign.py            # full: >= 10k inputs each
     .venv/bin/python benchmarks/reliability/fuzz_campaign.py --quick    # smoke run
     .venv/bin/python benchmarks/reliability/fuzz_campaign.py --only image,config -n 2000
+
+The two atheris campaigns need ``pip install -e ".[fuzz]"``; without it they are refused with that fix.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import argparse
 import base64
 import contextlib
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -706,6 +709,9 @@ def atheris_worker(name: str, runs: int, out: Path) -> None:
 
 
 def run_atheris(name: str, n: int) -> Recorder:
+    if importlib.util.find_spec("atheris") is None:  # else the worker's ImportError would read as a fuzz failure
+        raise SystemExit(f"campaign {name!r} needs atheris: pip install -e '.[fuzz]' "
+                         f"(or leave it out: --only {','.join(c for c in ORDER if c not in TOOLS)})")
     rec = Recorder(name)
     with tempfile.TemporaryDirectory(prefix="c3m-fuzz-ath-", dir=SCRATCH) as tmp:
         out = Path(tmp) / "result.json"
