@@ -168,10 +168,10 @@ def campaign_sigkill(args, dataset: Path, expected: dict, rng: random.Random) ->
         t0 = time.perf_counter()
         run_ingest(dataset, ref_url)
         startup = min(time.perf_counter() - t0, full)
-    trials = kills = chains = partial = 0
+    runs = kills = chains = partial = 0
     failures: list[str] = []
     snapshot_mismatch: list[str] = []
-    while kills < args.trials and trials < 3 * args.trials:
+    while kills < args.trials and runs < 3 * args.trials:
         chain_url = fill(args.store_url, chains)
         chains += 1
         seen = {"sessions": {}, "snapshots": {}}
@@ -179,7 +179,7 @@ def campaign_sigkill(args, dataset: Path, expected: dict, rng: random.Random) ->
         for _ in range(args.kills_per_chain):
             if kills >= args.trials:
                 break
-            trials += 1
+            runs += 1
             # the kill lands at a uniform point of *this* run: a resumed run has only the sessions left to do
             left = 1 - len(seen["sessions"]) / max(len(expected), 1)
             proc = subprocess.Popen(ingest_cmd(dataset, chain_url), env=ENV, stdout=subprocess.DEVNULL,
@@ -195,7 +195,7 @@ def campaign_sigkill(args, dataset: Path, expected: dict, rng: random.Random) ->
             try:
                 store = open_existing(chain_url)
             except C3MError as exc:
-                failures.append(f"chain {chains - 1} trial {trials}: store does not open: {exc}")
+                failures.append(f"chain {chains - 1} run {runs}: store does not open: {exc}")
                 break
             if store is None:
                 continue
@@ -206,7 +206,7 @@ def campaign_sigkill(args, dataset: Path, expected: dict, rng: random.Random) ->
             probs += [f"lost committed {k} {key}" for k, key in lost]
             probs += [f"committed {c[0]} {c[1]} changed" for c in changed]
             if probs:
-                failures.append(f"chain {chains - 1} trial {trials} (killed={killed}): " + "; ".join(probs[:5]))
+                failures.append(f"chain {chains - 1} run {runs} (killed={killed}): " + "; ".join(probs[:5]))
             partial += killed and 0 < len(now["sessions"]) < len(expected)
             seen = now
             if not killed:
@@ -230,14 +230,14 @@ def campaign_sigkill(args, dataset: Path, expected: dict, rng: random.Random) ->
                     != ref_state["snapshots"][k][0]]
             snapshot_mismatch.append(f"chain {chains - 1}: {len(diff)} snapshot version(s) differ from the clean "
                                      f"ingest, first {min(diff) if diff else None}")
-    print(f"sigkill: {kills} kills in {trials} runs, {chains} chains, {partial} partial stores, "
+    print(f"sigkill: {kills} kills in {runs} runs, {chains} chains, {partial} partial stores, "
           f"{len(failures)} failures, {len(snapshot_mismatch)} snapshot mismatches", flush=True)
     return {"campaign": f"SIGKILL mid-ingest (`c3m ingest --method {METHOD}`, {EMBEDDER} embedder)",
-            "trials": kills, "runs": trials, "kills": kills, "chains": chains, "partial_stores": partial,
+            "trials": kills, "runs": runs, "kills": kills, "chains": chains, "partial_stores": partial,
             "failures": failures + snapshot_mismatch, "snapshot_mismatches": snapshot_mismatch,
             "data_lost": sum("lost committed" in f for f in failures),
             "clean_ingest_s": round(full, 2), "dataset": dataset.name,
-            "notes": f"a trial is a kill that landed while `c3m ingest` ran ({kills} of {trials} runs; a run that "
+            "notes": f"a trial is a kill that landed while `c3m ingest` ran ({kills} of {runs} runs; a run that "
                      "finished first ends its chain): delay U(0.03, 0.97) x the run's expected time, the fixed "
                      f"{startup:.1f} s start plus the clean ingest's {full - startup:.1f} s x the share of sessions "
                      f"not yet stored, seed {args.seed}; "
