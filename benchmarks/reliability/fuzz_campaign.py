@@ -798,9 +798,12 @@ def _is_store_side(sig: str, rec: dict) -> bool:
     return any(s in sig for s in STORE_SIDE) or "read_image" in sig or "refused session changed the store" in sig
 
 
-def write_results(recs: dict[str, Recorder], argv: list[str], elapsed: float, quick: bool) -> None:
+def write_results(recs: dict[str, Recorder], argv: list[str], elapsed: float, quick: bool,
+                  commit: str | None = None) -> None:
     suffix = "-quick" if quick else ""
-    rows, out = [], {"command": " ".join(argv), "seconds": round(elapsed, 1), "campaigns": {}}
+    commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                      text=True).stdout.strip()
+    rows, out = [], {"command": " ".join(argv), "commit": commit, "seconds": round(elapsed, 1), "campaigns": {}}
     for name in ORDER:
         if name not in recs:
             continue
@@ -815,7 +818,7 @@ def write_results(recs: dict[str, Recorder], argv: list[str], elapsed: float, qu
         rows.append(f"| {name} | {TOOLS.get(name, 'hypothesis')} | {TARGETS[name]} | {r.inputs:,} | "
                     f"{len(fixed) + len(r.failures)} | {len(fixed)} | {len(open_store)} | {len(open_other)} | `{cmd}` |")
     md = [f"# Fuzz campaigns (issue #17){' — quick smoke run' if quick else ''}", "",
-          f"`{' '.join(argv)}`: {elapsed:.0f} s on {os.cpu_count()} CPU cores (shared), "
+          f"`{' '.join(argv)}`: {elapsed:.0f} s at commit {commit} on {os.cpu_count()} CPU cores (shared), "
           f"{datetime.now().strftime('%Y-%m-%d')}. A failure is anything but a `c3m.errors` error escaping, a hang "
           f"(> {HANG_S:.0f} s), or a broken invariant (a refused write that changed the store or dataset folder, an "
           "accepted input that breaks a documented limit). Distinct = grouped by exception type and innermost c3m "
