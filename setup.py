@@ -2,7 +2,10 @@
 
 The ``kernels/`` folder is installed as the import package ``c3m_kernels``: a top-level ``kernels``
 package would shadow the unrelated PyPI package of that name, which ``transformers`` probes for and
-would then try (and fail) to use. ``tests/test_packaging.py`` checks that it stays that way.
+would then try (and fail) to use. Since transformers 5.25 depends on that package it is installed beside
+c3m, and from the repository root (on ``sys.path``) ``import kernels`` would still find this folder first:
+``kernels/__init__.py`` then hands the name over to the installed package. ``tests/test_packaging.py``
+checks both.
 """
 from pathlib import Path
 

@@ -17,6 +17,30 @@ from __future__ import annotations
 
 import importlib
 
+
+def _hand_over_to_pypi_kernels() -> None:
+    """Imported under the name ``kernels``: the repository root is on ``sys.path`` (``python -m …``, ``python
+    -c`` or a REPL started there), so this folder shadows the PyPI package ``kernels``, which transformers
+    (>= 5.25 depends on it) imports at start-up. Load that package instead, when it is installed: the import
+    statement returns ``sys.modules["kernels"]``, not this module (whose body below only defines lazy names)."""
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    root = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = [p for p in sys.path if os.path.realpath(os.path.abspath(p or os.curdir)) != root]
+    spec = importlib.machinery.PathFinder.find_spec("kernels", path)
+    if spec is None or spec.loader is None or spec.origin is None:  # not installed (or a bare namespace folder)
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kernels"] = module
+    spec.loader.exec_module(module)
+
+
+if __name__ == "kernels":
+    _hand_over_to_pypi_kernels()
+
 __all__ = ["candidate_topk", "anchor_scores", "build_anchor_graph", "build_anchor_index",
            "budget_solve", "BackendUnavailable"]
 
