@@ -41,6 +41,11 @@ class MemoryMethod(ABC):
     #: harness measures every snapshot (``c3m.budget.measure_index``) and records a violation when a bounded
     #: method exceeds it; unbounded methods are labelled *unbounded* in every table, with their index size.
     bounded: ClassVar[bool] = False
+    #: True when the read path also searches the Cold Store itself (full-text + dense over every stored Raw Node),
+    #: beside its index: its contexts may then hold nodes the index does not route to, and its reports show the
+    #: Cold-Store search index's size beside the active index's. A strictly bounded reader keeps this False, so
+    #: everything it shows must be reachable from the index snapshot it was served from (the harness checks it).
+    searches_cold_store: bool = False
     #: options that change only the read path: the harness asks such variants on the base method's committed
     #: index instead of replaying the writes again (an ablation table costs one write replay per history)
     read_options: ClassVar[frozenset[str]] = frozenset()
