@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -48,15 +49,14 @@ class Memory:
         if method is not None:
             self.config = self.config.with_(method=method)
         self.namespace = check_namespace(namespace)
-        cls = method_class(self.config.method)
+        method_class(self.config.method)  # an unknown name fails before the store is opened
         self._parent = _parent
         self.store = _parent.store if _parent is not None else ColdStore(path)
         self.models = models or Models.from_names(self.config.text_embedder, self.config.token_counter,
                                                   self.config.answerer, self.config.perception,
                                                   self.config.image_embedder, store=self.store)
-        self.method: MemoryMethod = cls(self.store, self.namespace, self.models,
-                                        write_budget=self.config.write_budget, options=self.config.method_options)
-        self.method.device = self.config.device
+        self.method: MemoryMethod = self._new_method()
+        self._view: tuple | None = None  # ((snapshot key, version, forgets), SnapshotView): snapshot_view cache
         self._tenants: dict[str, Memory] = {self.namespace: self}
         self._arena = None  # the key arena this Memory's tenants share (created with the second tenant)
         if _parent is not None:
@@ -87,6 +87,39 @@ class Memory:
         t = root._tenants.pop(namespace, None) if namespace != root.namespace else None
         if t is not None and root._arena is not None:
             root._arena.drop(namespace)
+
+    def _new_method(self) -> MemoryMethod:
+        """A new, empty instance of the configured method on this store, namespace and models."""
+        method = method_class(self.config.method)(self.store, self.namespace, self.models,
+                                                  write_budget=self.config.write_budget,
+                                                  options=self.config.method_options)
+        method.device = self.config.device
+        return method
+
+    def fresh_method(self) -> MemoryMethod:
+        """A new instance of the method loaded from the snapshot of this Memory's version only (nothing the live
+        instance kept in memory): the evaluation harness serves the read phase from it, so reads can use only
+        what the measured snapshot holds plus the Cold Store (docs/evaluation.md, threat model)."""
+        self.sync()
+        method = self._new_method()
+        snap = self.snapshot(self._version) if self._version else None
+        if snap is None:
+            method.reset()
+        else:
+            method.load_state(snap.state)
+        return method
+
+    def snapshot_view(self):
+        """The ``SnapshotView`` (``c3m.index.reach``) of the snapshot this Memory's index is at: what a read may
+        reach and which summaries it may show. Cached per version."""
+        from .index.reach import EMPTY, snapshot_view
+
+        key = (self.method.snapshot_key, self._version, self._forgets)
+        if self._view is None or self._view[0] != key:
+            snap = self.snapshot(self._version) if self._version else None
+            view = EMPTY if snap is None else snapshot_view(snap.state, snap.pointers, self.namespace)
+            self._view = (key, view)
+        return self._view[1]
 
     def _shared_arena(self):
         root = self._parent or self
@@ -264,9 +297,15 @@ class Memory:
         return replace(ctx, use=measured.use) if measured.use != ctx.use else ctx
 
     def measure(self, ctx: Context, budget: ReaderBudget | None = None) -> Measured:
-        """What ``ctx`` really uses of ``budget``, recomputed from the store (``c3m.budget``)."""
+        """What ``ctx`` really uses of ``budget``, every item resolved against the store, its perception records
+        and the index snapshot the read was served from (``c3m.budget``)."""
+        p = self.models.perception  # the records a method may show: the configured backend's (any without one)
+        records = partial(self.store.perceptions, backend=getattr(p, "name", None),
+                          version=getattr(p, "version", None))
         return measure_context(ctx, budget or self.config.reader_budget, self.store.get_nodes, self.namespace,
                                self.models.token_counter.count, derived_blob=self.store.derived_blob,
+                               perceptions=records, view=self.snapshot_view(),
+                               searches_cold_store=bool(self.method.searches_cold_store),
                                image_token_model=self.config.image_token_model)
 
     def ask(self, question: str, budget: ReaderBudget | None = None) -> Answer:

@@ -93,9 +93,12 @@ class World:
     def derived_blob(self, sha):
         return self.blobs.get(sha)
 
+    def perceptions(self, ids):
+        return {i: self.perc[i] for i in ids if i in self.perc}
+
     def measure(self, ctx: Context, budget: ReaderBudget, model: str = "qwen2-vl"):
         return measure_context(ctx, budget, self.get_nodes, NS, COUNT, derived_blob=self.derived_blob,
-                               image_token_model=model)
+                               perceptions=self.perceptions, image_token_model=model)
 
 
 def full_candidate(w: World, sid: str = "s1", day: int = 0, score: float = 0.5) -> Candidate:
@@ -104,8 +107,9 @@ def full_candidate(w: World, sid: str = "s1", day: int = 0, score: float = 0.5) 
     a = w.add(node(sid, 0, "Here is my red mug from the market.", (a_img,), day=day))
     b = w.add(node(sid, 1, "Lovely mug!", day=day, role="assistant"))
     crop = w.crop_of(a, a_img, f"{sid}-crop")
+    w.perc[a.node_id] = [perception(a, a_img, crop=crop)]  # the store holds the records compose is handed
     return Candidate(f"m-{sid}", (a, b), score, summary=f"the user showed a red mug ({sid})",
-                     perceptions={a.node_id: [perception(a, a_img, crop=crop)]})
+                     perceptions={a.node_id: w.perc[a.node_id]})
 
 
 def run(cands, probs=0.9, budget: ReaderBudget = BIG, question="What colour is my mug?", **cfg) -> Context:
@@ -437,6 +441,7 @@ def test_measure_crop_must_be_a_derived_blob_of_its_node():
     a = w.add(node("s1", 0, "mug", (a_img,)))
     b = w.add(node("s1", 1, "lamp", (b_img,)))
     crop_a = w.crop_of(a, a_img, "crop-a")
+    w.perc[a.node_id] = [perception(a, a_img, crop=crop_a, phrase="mug")]
     stray = img("not-derived", 40, 40)
     ok = w.measure(_ctx(_item(a, EvidenceForm.GROUNDED_CROP, "[crop: mug]", (crop_a,))), BIG)
     assert not ok.problems and ok.use.images == 1 and ok.use.raw_nodes == 0
@@ -460,6 +465,7 @@ def test_measure_summary_and_caption_items(form):
     w = World()
     a_img = img("a")
     a = w.add(node("s1", 0, "mug", (a_img,)))
+    w.perc[a.node_id] = [perception(a, a_img, caption="a red mug")]
     good = w.measure(_ctx(_item(a, form, "[image: a red mug]")), BIG)
     assert not good.problems and good.use.raw_nodes == 0 and good.use.images == 0
     assert good.use.text_tokens == COUNT("[image: a red mug]")
@@ -473,6 +479,7 @@ def test_measure_raw_forms_count_nodes_once_and_images_distinct():
     a = w.add(node("s1", 0, "mug", (a_img,)))
     b = w.add(node("s1", 1, "lamp", (a_img, b_img)))
     crop = w.crop_of(b, b_img, "crop-b", 100, 90)
+    w.perc[b.node_id] = [perception(b, b_img, caption="lamp", crop=crop, phrase="lamp")]
     ctx = _ctx(_item(a, EvidenceForm.RAW_TEXT, "mug"), _item(a, EvidenceForm.RAW_IMAGE, "", (a_img,)),
                _item(b, EvidenceForm.RAW_IMAGE, "", (a_img, b_img)), _item(b, EvidenceForm.CAPTION, "[image: lamp]"),
                _item(b, EvidenceForm.GROUNDED_CROP, "[crop: lamp]", (crop,)), _item(a, EvidenceForm.SUMMARY, "sum"))
@@ -534,7 +541,9 @@ def test_support_recall_ignores_summaries(form, recall):
     a_img = img("a")
     a = w.add(node("s1", 0, "Here is my red mug.", (a_img,)))
     crop = w.crop_of(a, a_img, "crop")
-    text = a.text if form is EvidenceForm.RAW_TEXT else "[image: a red mug]"
+    w.perc[a.node_id] = [perception(a, a_img, caption="a red mug", crop=crop)]
+    texts = {EvidenceForm.RAW_TEXT: a.text, EvidenceForm.GROUNDED_CROP: "[crop: red mug]"}  # a crop shows its phrase
+    text = texts.get(form, "[image: a red mug]")
     ctx = _ctx(_item(a, form, text, (crop,) if form is EvidenceForm.GROUNDED_CROP else ()))
     q = Question("q1", "What colour is my mug?", "red", "IE", evidence=(EvidenceRef("s1", 0),))
     m = w.measure(ctx, BIG)

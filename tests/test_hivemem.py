@@ -325,12 +325,13 @@ def _image_history(mem: Memory) -> dict[str, str]:
     pic = png_bytes((120, 80, 40))
     ref = ImageRef(hashlib.sha256(pic).hexdigest(), "image/png", 24, 16, len(pic))
     n1 = node_id_for("u", "s1", 0)
-    mem.method.remember_perception({n1: [ImagePerception(n1, ref, "test", "1", "a brown animal on grass",
-                                                         (VisualAnchor("dog", "colour", "brown"),))]})
+    rec = ImagePerception(n1, ref, "test", "1", "a brown animal on grass", (VisualAnchor("dog", "colour", "brown"),))
+    mem.method.remember_perception({n1: [rec]})
     mem.add_session(Session("s0", BASE, (Turn("user", "My dog barks at the postman every morning."),
                                          Turn("assistant", "That sounds noisy."))))
     mem.add_session(Session("s1", BASE + timedelta(days=1), (Turn("user", "Look at this!", (pic,)),
                                                              Turn("assistant", "Lovely picture."))))
+    mem.store.put_perceptions("u", [(rec, None)])  # the store holds the record (the harness checks captions)
     mem.add_session(Session("s2", BASE + timedelta(days=2), (Turn("user", "I started learning the cello."),
                                                              Turn("assistant", "Good luck."))))
     return {"s0": episode_id("u", "s0", 0), "s1": episode_id("u", "s1", 0)}

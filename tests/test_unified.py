@@ -523,7 +523,9 @@ def test_identical_crops_of_different_images_verify_for_every_node(stores):
             n = nodes[nid]
             item = ContextItem(nid, n.provenance, n.role, EvidenceForm.GROUNDED_CROP, f"[crop: {r.crop_phrase}]",
                                (r.crop,), 1.0, 0)
-            m = mem.measure(Context("q", (item,), BudgetUse(), ReaderBudget(), RouteTrace("test")))
+            page = next(p for p, ids in mem.snapshot_view().pages.items() if nid in ids)  # the page that reaches it
+            trace = RouteTrace("test", pages=((page, 1.0),))
+            m = mem.measure(Context("q", (item,), BudgetUse(), ReaderBudget(), trace))
             assert not m.problems, (nid, m.problems)
             assert m.use.images == 1 and m.use.raw_nodes == 0
 
