@@ -1,13 +1,16 @@
 """Evidence metrics per question, their aggregation with 95% bootstrap intervals, and paired differences.
 
-Every number is the harness's own measurement (``c3m.budget``), never the method's report:
+Every number is the harness's own measurement (``c3m.budget``), never the method's report; which turn an item
+shows is read from the stored Raw Node it resolves to, never from the item's own provenance:
 
 - **Route-Hit**: 1 iff some gold evidence turn is in the **candidate pool the method handed to its final
-  selection** (``RouteTrace.pool``, united with the selected items), one definition for every method; the
-  pool's size is reported beside it (``pool_size``) so "route everything" is visible.
+  selection** (``RouteTrace.pool``, united with the selected items), one definition for every method, counting
+  only pool ids that are stored, unredacted nodes of the namespace (and reachable from the served snapshot for a
+  method that does not search the Cold Store: ``Measured.pool``); the pool's size is reported beside it
+  (``pool_size``) so "route everything" is visible.
 - **Support Recall**: share of gold evidence turns present in the final context: shown raw (text or image) or
-  as a view of their own image (caption, grounded crop). A summary is not evidence of a turn (it compresses
-  several), so a summary item alone does not count.
+  as a view of their own image (caption, grounded crop) that matches a derived record the store holds. A
+  summary is not evidence of a turn (it compresses several), so a summary item alone does not count.
 - **raw Support Recall**: the stricter reading — only gold turns shown *raw* (their stored text, or their
   original image) count; captions and crops, which depend on the perception backend, do not. Reported beside
   Support Recall so a gain that comes only through derived views is visible.
@@ -31,7 +34,9 @@ Every number is the harness's own measurement (``c3m.budget``), never the method
 - **violation**: the measured context was over the reader budget on some dimension, or showed evidence that
   is not a stored Raw Node of the namespace. It scores 0 on every metric and is counted in the report.
 - **read amplification**: ``nodes_read`` = Raw Nodes the read path fetched from the Cold Store (measured
-  on the store), ``scored`` = Raw Nodes (vectors or postings) the method says it scored before selection.
+  on the store), ``scored`` = Raw Nodes (vectors or postings) the method says it scored before selection —
+  **self-reported** (``RouteTrace.scored``): the harness cannot see what a read path scores in memory, so it is
+  labelled so in every table and never enters a score.
 - **read latency**: a history's questions are read in one batch (``Memory.retrieve_many``), so a question's
   ``read_ms`` and ``nodes_read`` are its share of the batch (total / questions); per-question latency of the
   unbatched path is measured by ``benchmarks/e2e/read.py``.
@@ -74,7 +79,7 @@ class QuestionResult:
     prediction: str | None = None
     pool_size: int | None = None     # candidates handed to the final selection (selected included)
     nodes_read: int = 0              # Raw Nodes fetched from the Cold Store by the read path (measured)
-    scored: int = 0                  # Raw Nodes scored before selection (the method's trace)
+    scored: int = 0                  # Raw Nodes scored before selection: self-reported (the method's trace)
     violation: str | None = None     # why the context broke the reader budget (then every score is 0)
     pages: int = 0
     image_tokens: int = 0            # the shown images under the image-token model (crops cheaper)
@@ -97,15 +102,21 @@ def _misleading(question: str, ctx: Context) -> bool:
 
 def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float, measured: Measured | None = None,
                   nodes_read: int = 0) -> QuestionResult:
-    """Score one context from the harness's measurement (``measured``; recounted by the caller from the
-    store). Raw-Node ids are deterministic in (namespace, session, turn), so gold turns map to node ids."""
-    use = measured.use if measured is not None else ctx.use
-    violation = measured.violation if measured is not None else None
-    got = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items if i.form is not EvidenceForm.SUMMARY}
-    raw = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items
-           if i.form in (EvidenceForm.RAW_TEXT, EvidenceForm.RAW_IMAGE)}
+    """Score one context from the harness's measurement (``measured``: every item resolved against the store by
+    the caller, ``c3m.budget.measure_context``). Raw-Node ids are deterministic in (namespace, session, turn), so
+    gold turns map to node ids. Without ``measured`` (a caller with no store: unit tests of the rules) the items'
+    own provenance and the trace's pool are read as given."""
+    if measured is not None:
+        use, violation = measured.use, measured.violation
+        raw, got, pool = set(measured.raw_turns), set(measured.raw_turns | measured.view_turns), set(measured.pool)
+    else:
+        use, violation = ctx.use, None
+        got = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items
+               if i.form is not EvidenceForm.SUMMARY}
+        raw = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items
+               if i.form in (EvidenceForm.RAW_TEXT, EvidenceForm.RAW_IMAGE)}
+        pool = set(ctx.trace.pool) | {i.node_id for i in ctx.items}
     gold = {(e.session, e.turn) for e in q.evidence}
-    pool = set(ctx.trace.pool) | {i.node_id for i in ctx.items}
     if gold:
         route_hit = float(any(node_id_for(namespace, s, t) in pool for s, t in gold))
         recall = len(gold & got) / len(gold)
@@ -179,6 +190,10 @@ def aggregate(results, *, n_boot: int = 1000, seed: int = 0) -> dict:
         "index_peak_mean": dict(zip(INDEX_DIMENSIONS, peaks.mean(0).tolist())) if len(peaks) else None,
         "index_peak_max": dict(zip(INDEX_DIMENSIONS, peaks.max(0).tolist())) if len(peaks) else None,
         "write_violations": sum(len(r.write_violations) for r in results),
+        "searches_cold_store": any(r.searches_cold_store for r in results),
+        # reads of the live instance vs the instance reloaded from the snapshot (replay: RELOAD_CHECK)
+        "reload_checked": sum(r.reload_checked for r in results),
+        "reload_changed": sum(r.reload_changed for r in results),
         "read_violations": sum(q.violation is not None for r in results for q in r.questions),
     })
     return out
