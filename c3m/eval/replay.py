@@ -10,9 +10,17 @@ later sessions, hidden sidecars, images) and the question files — so a method 
 
 **Budgets.** After every committed session the active index is measured from its snapshot
 (``c3m.budget.measure_index``); a bounded method over its write budget is a recorded write violation, and
-the peak per history is reported. Every context is measured from its items (``measure_context``): over the
-reader budget is a recorded violation that scores 0. Perception captions shown to a text-only answerer are
-separate CAPTION items and are charged as text tokens.
+the peak per history is reported. Every context is measured from its items (``measure_context``), each item
+resolved against the store, its derived records and the served snapshot: over the reader budget, or an item
+that is not what it claims, is a recorded violation that scores 0. Perception captions shown to a text-only
+answerer are separate CAPTION items and are charged as text tokens.
+
+**Reads from the snapshot alone.** Before the read phase the method is reloaded from its last committed
+snapshot into a fresh instance (``Memory.fresh_method``), and every question is read — and scored — from that
+instance, so a read can use only what the measured snapshot holds plus the Cold Store. The live instance that
+did the writes is then asked the same questions (up to ``RELOAD_CHECK`` of them, evenly spread); a method
+whose contexts differ is reported (``HistoryResult.reload_changed``): it kept state the snapshot does not
+hold.
 """
 from __future__ import annotations
 
@@ -34,6 +42,10 @@ from ..read.answer_view import answer_view
 from ..store.cold import NAMESPACE_RE
 from ..types import EvidenceForm, EvidenceRef, History, Question, ReaderBudget, Session
 from .metrics import QuestionResult, score_context
+
+#: questions per history also asked of the live (never reloaded) instance, to report a method whose reads
+#: change after the reload (None: every question)
+RELOAD_CHECK: int | None = None
 
 
 class QueryBlindnessViolation(C3MError):
@@ -93,6 +105,11 @@ class HistoryResult:
     bounded: bool = False
     index_peak: list[int] = field(default_factory=list)       # max over snapshots of (entries, pages, tokens, bytes)
     write_violations: list[dict] = field(default_factory=list)  # {"session", "over", "use"} of a bounded method
+    searches_cold_store: bool = False  # the serving instance's declaration (MemoryMethod.searches_cold_store)
+    reload_checked: int = 0   # questions also asked of the live instance that did the writes
+    reload_changed: int = 0   # ... whose context differed from the reloaded instance's (state outside the snapshot)
+    reload_example: str | None = None  # the first such question and what differed
+    store_problems: list[str] = field(default_factory=list)  # store written outside Memory (every question voided)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -185,17 +202,96 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
             questions = load_questions(questions_file)
         budget = budget or mem.config.reader_budget
         check = _evidence_checker(gold() if gold is not None else None, history.id, mem)
-        result.questions = _ask(mem, namespace, questions, budget, judge, check)
+        result.store_problems = _write_phase_problems(mem, sessions)
+        written = _store_state(mem)
+        live, mem.method = mem.method, mem.fresh_method()  # reads see the snapshot and the Cold Store only
+        result.searches_cold_store = bool(mem.method.searches_cold_store)
+        served: list = []
+        result.questions = _ask(mem, namespace, questions, budget, judge, check, keep=served)
+        result.reload_checked, result.reload_changed, result.reload_example = _reload_check(
+            live, questions, served, budget)
+        if _store_state(mem) != written:
+            result.store_problems.append("the store changed during the read phase (sessions, Raw Nodes, derived "
+                                         "records or the served snapshot)")
+        if result.store_problems:
+            result.questions = [_void(q, result.store_problems[0]) for q in result.questions]
         extra = []
-        for spec, options in variants:  # read-only variants: the same committed index, another reader
+        state = mem.snapshot(mem.version).state if mem.version else None
+        for spec, options in variants:  # read-only variants: the same committed snapshot, another reader
             variant = type(mem.method)(mem.store, mem.namespace, mem.models, write_budget=mem.config.write_budget,
                                        options={**config.method_options, **options})
-            variant.load_state(mem.method.state())
+            variant.device = mem.method.device
+            if state is not None:
+                variant.load_state(state)
             main, mem.method = mem.method, variant
-            extra.append(replace(result, method=spec, questions=_ask(mem, namespace, questions, budget, judge,
-                                                                     check)))
+            extra.append(replace(result, method=spec, searches_cold_store=bool(variant.searches_cold_store),
+                                 questions=_ask(mem, namespace, questions, budget, judge, check),
+                                 reload_checked=0, reload_changed=0, reload_example=None,
+                                 store_problems=list(result.store_problems)))
             mem.method = main
     return [result, *extra] if variants else result
+
+
+def _write_phase_problems(mem, sessions) -> list[str]:
+    """What the store holds that ``Memory.add_session`` did not write: other sessions or Raw Nodes than the
+    history's, or perception records of a backend other than the harness's (a method holds the store object;
+    a caption record it wrote itself would otherwise verify)."""
+    out = []
+    stats = mem.store.namespace_stats(mem.namespace)
+    want = (len({s.id for s in sessions}), sum(len(s.turns) for s in sessions))
+    if (stats["sessions"], stats["raw_nodes"]) != want:
+        out.append(f"the store holds {stats['sessions']} sessions and {stats['raw_nodes']} Raw Nodes; the harness "
+                   f"wrote {want[0]} and {want[1]}")
+    if stats["derived_records"]:
+        p = mem.models.perception
+        ids = [n.node_id for n in mem.store.iter_nodes(mem.namespace) if n.images]
+        foreign = [r for recs in mem.store.perceptions(ids).values() for r in recs
+                   if p is None or (r.backend, r.version) != (p.name, p.version)]
+        if foreign:
+            out.append(f"{len(foreign)} perception records of backend {foreign[0].backend!r} that the harness's "
+                       f"perception ({p.name if p is not None else 'none'}) did not write")
+    return out
+
+
+def _store_state(mem) -> tuple:
+    """What the read phase must leave as the write phase left it: the namespace's counts and its latest snapshot."""
+    snap = mem.snapshot(mem.version) if mem.version else None
+    return (mem.store.namespace_stats(mem.namespace), mem.store.latest_snapshot_version(mem.namespace, mem.method_name),
+            None if snap is None else (snap.state, snap.pointers))
+
+
+def _void(q: QuestionResult, why: str) -> QuestionResult:
+    """The question scored 0 on every quality metric, with ``why`` as its violation."""
+    zero = lambda v: None if v is None else 0.0  # noqa: E731
+    return replace(q, violation=why, route_hit=zero(q.route_hit), support_recall=zero(q.support_recall),
+                   raw_support_recall=zero(q.raw_support_recall), oracle_reader_acc=0.0,
+                   evidence_acc=zero(q.evidence_acc), judged_acc=zero(q.judged_acc))
+
+
+def _reading(ctx) -> tuple:
+    """What a context shows and what it charges, for comparing two reads of one question."""
+    return (tuple((i.node_id, i.form.value, i.text, tuple(im.sha256 for im in i.images), i.covers)
+                  for i in ctx.items), tuple(p for p, _ in ctx.trace.pages), frozenset(ctx.trace.pool))
+
+
+def _reload_check(live, questions, served, budget: ReaderBudget) -> tuple[int, int, str | None]:
+    """(asked, changed, first change): the live instance (the one that did the writes, never reloaded) asked the
+    questions the reloaded one was scored on (up to ``RELOAD_CHECK``, evenly spread)."""
+    n = len(questions)
+    picks = list(range(n)) if RELOAD_CHECK is None or n <= RELOAD_CHECK else sorted(
+        {round(k * (n - 1) / max(1, RELOAD_CHECK - 1)) for k in range(RELOAD_CHECK)})
+    if not picks:
+        return 0, 0, None
+    again = type(live).retrieve_many([(live, questions[i].question, budget) for i in picks])
+    changed = [i for i, ctx in zip(picks, again) if _reading(ctx) != _reading(served[i])]
+    example = None
+    if changed:
+        i = changed[0]
+        a, b = _reading(served[i]), _reading(again[picks.index(i)])
+        what = [k for k, x, y in zip(("items", "pages", "pool"), a, b) if x != y]
+        example = (f"question {questions[i].id}: {', '.join(what)} differ ({len(b[0])} items live, "
+                   f"{len(a[0])} after the reload)")
+    return len(picks), len(changed), example
 
 
 def _evidence_checker(gold, history_id: str, mem):
@@ -221,17 +317,20 @@ def _evidence_checker(gold, history_id: str, mem):
     return check
 
 
-def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, check=None) -> list[QuestionResult]:
+def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, check=None,
+         keep: list | None = None) -> list[QuestionResult]:
     """Every question once, through ``retrieve`` only — all of a history's questions in one batched read
     (``Memory.retrieve_many``: the same contexts as one by one); each context measured by the harness, never
     trusted. A question's read time and Cold-Store reads are its share of the batch (the batch's total divided
-    by its questions)."""
+    by its questions). ``keep``, when given, receives the contexts as the method returned them."""
     out = []
     reads = mem.store.nodes_read
     t0 = time.perf_counter()
     contexts = mem.retrieve_many([(mem.namespace, q.question) for q in questions], budget, check=False)
     elapsed = (time.perf_counter() - t0) / max(1, len(questions))
     reads = round((mem.store.nodes_read - reads) / max(1, len(questions)))
+    if keep is not None:
+        keep.extend(contexts)
     for q, ctx in zip(questions, contexts):
         read = answer_view(ctx, mem.method, mem.models.answerer) if judge is not None else ctx
         scored = score_context(namespace, q, ctx, elapsed, mem.measure(read, budget), reads)

@@ -119,8 +119,13 @@ def _cell(entry, scale) -> str:
 
 
 def _label(method: str, by_len: dict) -> str:
-    bounded = all(row["overall"].get("bounded") for row in by_len.values())
-    return method if bounded else f"{method} (unbounded)"
+    rows = [row["overall"] for row in by_len.values()]
+    label = method if all(o.get("bounded") for o in rows) else f"{method} (unbounded)"
+    if any(o.get("searches_cold_store") for o in rows):
+        label += " (+ Cold-Store search)"
+    if any(o.get("reload_changed") for o in rows):
+        label += " (reads change after reload)"
+    return label
 
 
 def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
@@ -158,7 +163,7 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
                          f"{fmt(o['route_hit'])} |")
     lines += ["", "## Resources (per question / per session / per history)", "",
               "| Method | Length | Histories | Context tokens | Text tokens | Image tokens | Images | Raw Nodes in context | "
-              "Pool size | Nodes scored | Nodes read from store | Read ms p50/p95 | Write ms p50/p95 | Raw-Node pointers | "
+              "Pool size | Nodes scored (self-reported) | Nodes read from store | Read ms p50/p95 | Write ms p50/p95 | Raw-Node pointers | "
               "Raw Nodes | Overflow repairs |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     mean = lambda e: "–" if e.get("mean") is None else f"{e['mean']:.1f}"
     for method, by_len in metrics.items():
@@ -172,18 +177,30 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
     lines += ["", "## Budgets as measured by the harness", "",
               "Peak active-index size per history (mean / max over histories), measured from every committed "
               "snapshot; a bounded method over its write budget is a write violation. Read violations: contexts "
-              "over the reader budget (or showing evidence that is not a stored Raw Node), scored 0.", "",
+              "over the reader budget, or with an item that is not what it claims (not a stored Raw Node of the "
+              "namespace, forged provenance, a caption, crop or summary the store or snapshot does not hold, a "
+              "node the served snapshot does not reach through the pages the trace names, a made-up pool id), "
+              "scored 0. Reads are served by the method reloaded from its last snapshot; *Reads after reload* "
+              "compares them with the live instance that did the writes (changed = it kept state the snapshot "
+              "does not hold). A method that searches the Cold Store at read time is marked so: its index size "
+              "is not all it reads from.", "",
               "| Method | Length | Bounded | Entries | Pages | Index tokens | Index KiB | Write violations | "
-              "Read violations |", "|---|---|---|---|---|---|---|---|---|"]
+              "Read violations | Reads after reload |", "|---|---|---|---|---|---|---|---|---|---|"]
     for method, by_len in metrics.items():
         for length, row in by_len.items():
             o = row["overall"]
             pm, px = o.get("index_peak_mean") or {}, o.get("index_peak_max") or {}
             cell = lambda k, scale=1.0: (f"{pm[k] / scale:.0f} / {px[k] / scale:.0f}" if k in pm else "–")
-            lines.append(f"| {method} | {length} | {'yes' if o.get('bounded') else 'no (unbounded)'} | "
+            bounded = "yes" if o.get("bounded") else "no (unbounded)"
+            if o.get("searches_cold_store"):
+                bounded += " + searches the Cold Store"
+            checked, changed = o.get("reload_checked", 0), o.get("reload_changed", 0)
+            reload = ("–" if not checked else f"same ({checked} asked)" if not changed
+                      else f"**changed {changed}/{checked}**")
+            lines.append(f"| {method} | {length} | {bounded} | "
                          f"{cell('entries')} | {cell('pages')} | {cell('index_tokens')} | "
                          f"{cell('index_bytes', 1024)} | {o.get('write_violations', 0)} | "
-                         f"{o.get('read_violations', 0)} |")
+                         f"{o.get('read_violations', 0)} | {reload} |")
     return "\n".join(lines) + "\n"
 
 
