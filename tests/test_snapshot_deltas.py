@@ -22,6 +22,7 @@ from c3m.errors import StoreError
 from c3m.memory import Memory
 from c3m.store import ColdStore, verify_store
 from c3m.store.delta import apply, canonical, diff
+from c3m.store.schema import SCHEMA_VERSION
 from c3m.types import Session
 
 
@@ -317,7 +318,7 @@ def test_a_v2_store_loads_and_grows_deltas(tmp_path, models):  # v2 stores were 
     states, key = _make_v2_store(store_path, models, sessions[:8])
     _check_all_versions(store_path, key, states)  # opening it migrates the table
     with ColdStore(store_path) as store:
-        assert store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "3"
+        assert store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
         assert {tuple(r) for r in store.conn.execute("SELECT kind, encoding FROM index_snapshots")} == {("full", 1)}
     with Memory(store_path, "u", models=models, config=MemoryConfig(method="c3m")) as mem:
         assert canonical(mem.method.state()) == states[8][0]

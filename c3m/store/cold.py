@@ -32,7 +32,7 @@ from .db import PostgresDB, SqliteDB, is_postgres_url, split_blobs_param
 from .delta import apply as apply_patch
 from .delta import canonical
 from .delta import diff as diff_states
-from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
+from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, SQLITE_SEARCH, search_token
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
 DEFAULT_MAX_IMAGE_BYTES = 20 * 1024 * 1024
@@ -228,8 +228,11 @@ class ColdStore:
         with self.transaction():
             self.conn.lock_global()  # concurrent CREATE TABLE IF NOT EXISTS races in PostgreSQL's catalogue
             if self.conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None or self._schema_behind():
+                searchable = self.conn.execute("SELECT to_regclass('node_search')").fetchone()[0] is not None
                 for statement in postgres_schema():
                     self.conn.execute(statement)
+                if not searchable:
+                    self._backfill_search()
             self._check_version()
 
     def _schema_behind(self) -> bool:
@@ -256,7 +259,17 @@ class ColdStore:
             for table, column, definition in MIGRATIONS:  # columns a table gained after it shipped
                 if column not in self.conn.columns(table):
                     self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+            searchable = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name='node_search'").fetchone()
+            self.conn.execute(SQLITE_SEARCH)
+            if not searchable:  # a v3 store (or a new one, which has nothing to index yet)
+                self._backfill_search()
             self._check_version()
+
+    def _backfill_search(self) -> None:
+        """Index every unredacted node of an upgraded store for ``search_text`` (schema v4), one statement per
+        namespace."""
+        for (namespace,) in self.conn.execute("SELECT DISTINCT namespace FROM raw_nodes").fetchall():
+            self._index_search(namespace)
 
     def _check_version(self) -> None:
         """Record the schema version in a new store; refuse a newer one; mark an upgraded older one."""
@@ -429,7 +442,61 @@ class ColdStore:
                 self.conn.execute("INSERT INTO node_images(node_id, position, sha256, mime, width, height, nbytes)"
                                   " VALUES (?,?,?,?,?,?,?)",
                                   (node.node_id, pos, im.sha256, im.mime, im.width, im.height, im.nbytes))
+        self._index_search(prepared.namespace, prepared.session_id)
         return self.session_record(prepared.namespace, prepared.session_id), True
+
+    # -- Cold-Store text search (schema v4) ----------------------------------------------------
+    def _index_search(self, namespace: str, session_id: str | None = None) -> None:
+        """Put the unredacted, non-empty texts of a session (or of the whole namespace) into ``node_search``. In
+        SQLite the FTS row shares the Raw Node's rowid, so ``forget`` deletes it without scanning the index."""
+        where = "namespace=? AND redacted=0 AND text <> ''" + (" AND session_id=?" if session_id is not None else "")
+        args = (namespace,) + ((session_id,) if session_id is not None else ())
+        if self.backend == "sqlite":
+            self.conn.execute(f"INSERT INTO node_search(rowid, body, ns, node_id) SELECT rowid, text, ?, node_id"
+                              f" FROM raw_nodes WHERE {where}", (search_token(namespace),) + args)
+        else:
+            self.conn.execute(f"INSERT INTO node_search(node_id, namespace, tsv) SELECT node_id, namespace,"
+                              f" to_tsvector('english', text) FROM raw_nodes WHERE {where} ON CONFLICT DO NOTHING", args)
+
+    def search_text(self, namespace: str, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """The namespace's Raw Nodes that hold any of ``terms`` (plain words; anything else is dropped), best first:
+        ``[(node_id, score)]``, higher = better, at most ``limit``.
+
+        SQLite ranks by FTS5's Okapi BM25 (porter stemming; ties by commit order). Its term statistics are those of
+        the whole store (every namespace's rows), as a search engine's shared index: a ranking can shift slightly
+        as other namespaces grow, and no row of another namespace is ever returned. PostgreSQL ranks by
+        ``ts_rank`` over an English ``tsvector`` (term frequency, no IDF; ties by node id), so its order differs."""
+        words = [t for t in dict.fromkeys(str(t).lower() for t in terms) if re.fullmatch(r"[^\W_]+", t)]
+        if not words or limit <= 0:
+            return []
+        if self.backend == "sqlite":
+            match = f'ns : "{search_token(namespace)}" AND body : (' + " OR ".join(f'"{w}"' for w in words) + ")"
+            rows = self.conn.execute("SELECT node_id, bm25(node_search, 1.0, 0.0) FROM node_search WHERE node_search"
+                                     " MATCH ? ORDER BY bm25(node_search, 1.0, 0.0), rowid LIMIT ?",
+                                     (match, int(limit))).fetchall()
+            return [(r[0], -float(r[1])) for r in rows]  # FTS5's bm25() is negated: lower = better
+        rows = self.conn.execute("SELECT s.node_id, ts_rank(s.tsv, q) AS r FROM node_search s,"
+                                 " to_tsquery('english', ?) q WHERE s.namespace=? AND s.tsv @@ q"
+                                 " ORDER BY r DESC, s.node_id LIMIT ?", (" | ".join(words), namespace, int(limit)))
+        return [(r[0], float(r[1])) for r in rows.fetchall()]
+
+    def _unindex_search(self, node_id: str) -> None:
+        if self.backend == "sqlite":
+            self.conn.execute("DELETE FROM node_search WHERE rowid=(SELECT rowid FROM raw_nodes WHERE node_id=?)",
+                              (node_id,))
+        else:
+            self.conn.execute("DELETE FROM node_search WHERE node_id=?", (node_id,))
+
+    def search_stats(self, namespace: str) -> dict[str, int]:
+        """Size of the namespace's Cold-Store search index: rows and the bytes of text they hold (reported beside
+        the active index's size: the search index is not bounded by the write budget)."""
+        if self.backend == "sqlite":
+            row = self.conn.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) FROM node_search"
+                                    " WHERE node_search MATCH ?", (f'ns : "{search_token(namespace)}"',)).fetchone()
+        else:
+            row = self.conn.execute("SELECT COUNT(*), COALESCE(SUM(pg_column_size(tsv)), 0) FROM node_search"
+                                    " WHERE namespace=?", (namespace,)).fetchone()
+        return {"search_rows": int(row[0]), "search_bytes": int(row[1])}
 
     def nodes_for_session(self, namespace: str, session_id: str) -> list[RawNode]:
         rows = self.conn.execute("SELECT * FROM raw_nodes WHERE namespace=? AND session_id=? ORDER BY turn_index",
@@ -958,6 +1025,7 @@ class ColdStore:
                     continue
                 self.conn.execute("INSERT INTO forget_log(namespace, node_id, reason, at) VALUES (?,?,?,?)",
                                   (namespace, nid, reason, at))
+                self._unindex_search(nid)  # the searchable copy of the text goes first
                 self.conn.execute("UPDATE raw_nodes SET text='', redacted=1 WHERE node_id=?", (nid,))
                 self.conn.execute("UPDATE node_images SET redacted=1 WHERE node_id=?", (nid,))
                 self.conn.execute("DELETE FROM vector_cache WHERE text_sha256=?", (text_sha256(node.text),))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Columns added after a table was first shipped: (table, column, definition); added on open when missing.
 MIGRATIONS = (
@@ -228,6 +228,27 @@ BEGIN SELECT RAISE(ABORT, 'forget_log is an audit log: UPDATE refused'); END;
 """
 
 
+#: Cold-Store text search, SQLite (v4): FTS5 over node text; ``ns`` holds ``search_token(namespace)`` so a query is
+#: restricted to one namespace by its postings (weight 0 in ``bm25``), ``node_id`` is stored but not indexed
+SQLITE_SEARCH = ("CREATE VIRTUAL TABLE IF NOT EXISTS node_search USING fts5(body, ns, node_id UNINDEXED, "
+                 "tokenize='porter unicode61')")
+#: Cold-Store text search, PostgreSQL (v4): an English ``tsvector`` per node, GIN-indexed, ranked by ``ts_rank``
+PG_SEARCH = (
+    'CREATE TABLE IF NOT EXISTS node_search (node_id TEXT COLLATE "C" PRIMARY KEY REFERENCES raw_nodes (node_id), '
+    'namespace TEXT COLLATE "C" NOT NULL, tsv tsvector NOT NULL)',
+    "CREATE INDEX IF NOT EXISTS node_search_tsv ON node_search USING GIN (tsv)",
+    "CREATE INDEX IF NOT EXISTS node_search_ns ON node_search (namespace)",
+)
+
+
+def search_token(namespace: str) -> str:
+    """The opaque word a namespace's rows carry in ``node_search.ns`` (a namespace may hold ``/ : @``, which the
+    tokenizer would split)."""
+    import hashlib
+
+    return "ns" + hashlib.sha256(namespace.encode()).hexdigest()[:20]
+
+
 def postgres_schema() -> list[str]:
     """The same tables in PostgreSQL: BIGINT for INTEGER (SQLite's are 64-bit), BYTEA for BLOB, identity ids,
     ``COLLATE "C"`` text (byte order, as SQLite sorts), and the append-only rules as PL/pgSQL triggers.
@@ -244,7 +265,7 @@ def postgres_schema() -> list[str]:
         s = re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', s)
         s = re.sub(r"--[^\n]*", "", s)
         tables.append(s)
-    return tables + [_PG_REFUSE] + [_pg_guard(t, cond, msg) for t, cond, msg in _PG_GUARDS] + _pg_refusals()
+    return tables + list(PG_SEARCH) + [_PG_REFUSE] + [_pg_guard(t, cond, msg) for t, cond, msg in _PG_GUARDS] + _pg_refusals()
 
 
 _PG_REFUSE = """CREATE OR REPLACE FUNCTION c3m_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -309,6 +330,7 @@ PG_GRANTS = (
     "GRANT SELECT, INSERT ON meta, sessions, forget_log, maintenance_log TO {role}",
     "GRANT SELECT, INSERT, UPDATE ON raw_nodes, node_images, derived_records, derived_blobs TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON index_snapshots, vector_cache, extraction_cache TO {role}",
+    "GRANT SELECT, INSERT, DELETE ON node_search TO {role}",  # forget deletes a redacted node's searchable copy
     "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
 )
 
