@@ -378,22 +378,32 @@ def filled(tmp_path, models):
     mem.close()
 
 
-def test_enforce_repairs_overflow_and_keeps_every_pointer(filled, models):
+def _listed(x) -> list:
+    return x if isinstance(x, list) else [x]
+
+
+@pytest.mark.parametrize("planned", [True, False], ids=["planned", "stepwise"])
+def test_enforce_repairs_overflow_and_keeps_every_pointer(filled, models, planned):
     idx = filled.method.index
     count = models.token_counter.count
     assert len(idx.entries) > 4  # roomy budget: nothing folded yet
     before = idx.pointer_ids("u")
     assert len(before) == 32
     budget = WriteBudget(entries=4, pages=2, index_tokens=10_000, index_bytes=10**6)
-    log = capacity.enforce(idx, budget, filled.method.head, count, 0.6)
+    log = capacity.enforce(idx, budget, filled.method.head, count, 0.6, planned=planned)
     use = idx.usage(count)
     assert all(u <= b for u, b in zip(use, budget.as_tuple())), (use, budget)
     assert idx.pointer_ids("u") == before
     repairs = [r for r in log if r["action"] == "overflow_repair"]
     assert repairs and all({"moved", "into", "pointers", "over"} <= set(r) for r in repairs)
     assert all(r["action"] in ("overflow_repair", "consolidate", "compact") for r in log)
+    if planned:  # one planned step for the commit, however many entries it moves
+        assert len(repairs) == 1 and len(repairs[0]["moved"]) == len(repairs[0]["into"]) > 1
+    moved = {m for r in repairs for m in _listed(r["moved"])}
+    into = {t for r in repairs for t in _listed(r["into"])}
     spills = {e.entry_id for e in idx.entries.values() if e.kind == "spill"}
-    assert {r["into"] for r in repairs if not r.get("pages_merged")} <= spills | {r["moved"] for r in repairs}
+    assert into <= spills | moved
+    assert not moved & set(idx.entries)  # every moved entry is gone, its pointers in a spill
     for e in idx.entries.values():
         if e.kind == "spill":
             assert e.members and e.labels["spilled"] >= 1

@@ -100,10 +100,26 @@ def _judge(name: str | None):
     return make_judge(name) if name else None
 
 
+#: thread-pool variables read by BLAS / OpenMP libraries that load after a worker starts
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
 def _init_worker(threads: int) -> None:
-    """Give each worker its share of the cores: oversubscribed torch/OpenMP threads spin against each
-    other (MiniLM fell from ~125 to ~6 texts/s with 2 threads per process on a busy 2-core machine)."""
-    os.environ["OMP_NUM_THREADS"] = str(threads)
+    """Give each worker its share of the cores, once for the process: oversubscribed BLAS / OpenMP threads spin
+    against each other (MiniLM fell from ~125 to ~6 texts/s with 2 threads per process on a busy 2-core machine,
+    and a 36x36 sgemm in RAMU's candidate search took ~7 ms instead of microseconds).
+
+    The environment variables only reach libraries loaded later: the forkserver that starts the workers has
+    already imported numpy (the CLI imports it), so its OpenBLAS pool is sized for every core. threadpoolctl
+    resizes the pools already loaded; torch's own pool is set through torch."""
+    for var in THREAD_ENV:
+        os.environ[var] = str(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=threads)
+    except ImportError:  # a core install without threadpoolctl: the environment variables are all there is
+        pass
     try:
         import torch
 

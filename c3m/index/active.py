@@ -389,13 +389,18 @@ class ActiveIndex:
         return list(IndexUse(*usage).over(budget))
 
     # -- pages ---------------------------------------------------------------------------------
-    def refresh_pages(self) -> None:
-        """Drop empty pages (renumbering), recompute each page's centroid and summary (``page_label``)."""
+    def refresh_pages(self, labels: bool = True) -> None:
+        """Drop empty pages (renumbering), recompute each page's centroid and summary (``page_label``).
+
+        ``labels=False`` recomputes the centroids only and keeps each page's old summary: RAMU places entries by
+        the centroids alone, so within one commit the labels (the costly part: every page's entity counts
+        summed and sorted) are computed once, after the last unit (``C3M.observe``)."""
         used = sorted({e.page for e in self.entries.values()})
         remap = {old: new for new, old in enumerate(used)}
         for e in self.entries.values():
             if e.page != remap[e.page]:  # an unchanged entry keeps its cached accounting
                 e.page = remap[e.page]
+        old = {remap[p]: page for p, page in enumerate(self.pages) if p in remap}
         self.pages = []
         by_page: dict[int, list[IndexEntry]] = {}
         for e in self.ordered():  # one sort for all pages (page_entries per page sorted them all each time)
@@ -403,7 +408,7 @@ class ActiveIndex:
         for p in range(len(used)):
             members = by_page[p]
             z = normalize(sum(e.z * e.support for e in members))
-            self.pages.append(IndexPage(z, page_label(members)))
+            self.pages.append(IndexPage(z, page_label(members) if labels or p not in old else old[p].summary))
 
     # -- persistence -------------------------------------------------------------------------
     def state(self) -> dict:

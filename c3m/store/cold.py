@@ -513,12 +513,12 @@ class ColdStore:
             out.update((n.node_id, n) for n in self._build_nodes(rows))
         return out
 
-    def iter_nodes(self, namespace: str, *, upto_seq: int | None = None) -> Iterator[RawNode]:
-        """Raw Nodes of a namespace in commit order (optionally only sessions with seq <= upto_seq)."""
+    def iter_nodes(self, namespace: str, *, upto_seq: int | None = None, after_seq: int = 0) -> Iterator[RawNode]:
+        """Raw Nodes of a namespace in commit order (optionally only sessions with after_seq < seq <= upto_seq)."""
         sql = ("SELECT r.* FROM raw_nodes r JOIN sessions s ON s.namespace=r.namespace AND s.session_id=r.session_id"
-               " WHERE r.namespace=?" + (" AND s.seq<=?" if upto_seq is not None else "")
+               " WHERE r.namespace=? AND s.seq>?" + (" AND s.seq<=?" if upto_seq is not None else "")
                + " ORDER BY s.seq, r.turn_index")
-        args = (namespace, upto_seq) if upto_seq is not None else (namespace,)
+        args = (namespace, after_seq) + ((upto_seq,) if upto_seq is not None else ())
         rows = self.conn.execute(sql, args).fetchall()
         for start in range(0, len(rows), 1000):
             yield from self._build_nodes(rows[start:start + 1000])

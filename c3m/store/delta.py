@@ -48,49 +48,59 @@ def _key(x: Any) -> Any:
     return canonical(x)
 
 
-def same(a: Any, b: Any) -> bool:
-    """Type-strict equality of normalised JSON values (``1 != 1.0 != True``, ``0.0 != -0.0``)."""
+def same(a: Any, b: Any, nan: bool = True) -> bool:
+    """Type-strict equality of normalised JSON values (``1 != 1.0 != True``, ``0.0 != -0.0``).
+
+    Two containers are the same exactly when their canonical JSON is: Python's ``==`` (C speed, no allocation)
+    settles most pairs, and only a pair it calls equal is encoded, to tell ``1`` from ``1.0`` and ``true``. A NaN is
+    the one value unequal to itself, so containers ``==`` calls unequal are encoded too, unless ``nan=False``
+    says neither tree holds one (``diff`` checks that once per call)."""
     if a is b:
         return True
     ta = type(a)
     if ta is not type(b):
         return False
-    if ta is dict:
-        return len(a) == len(b) and all(k in b and same(v, b[k]) for k, v in a.items())
-    if ta is list:
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if ta is dict or ta is list:
+        if a == b:
+            return canonical(a) == canonical(b)
+        return nan and canonical(a) == canonical(b)
     if ta is float:
         return repr(a) == repr(b)  # nan, -0.0
     return a == b
 
 
+def _may_hold_nan(x: Any) -> bool:
+    return type(x) is float and x != x or type(x) in (dict, list) and "NaN" in canonical(x)
+
+
 def diff(old: Any, new: Any) -> list | None:
     """A patch turning ``old`` into ``new``; None when they are the same."""
-    if same(old, new):
+    nan = _may_hold_nan(old) or _may_hold_nan(new)
+    if same(old, new, nan):
         return None
-    return _diff(old, new)
+    return _diff(old, new, nan)
 
 
-def _diff(old: Any, new: Any) -> list:
+def _diff(old: Any, new: Any, nan: bool = True) -> list:
     """A patch for two values known to differ."""
     if type(old) is dict and type(new) is dict:
         sets = {}
         for k, v in new.items():
             if k not in old:
                 sets[k] = ["r", v]
-            elif not same(old[k], v):
-                sets[k] = _smaller(old[k], v)
+            elif not same(old[k], v, nan):
+                sets[k] = _smaller(old[k], v, nan)
         return ["d", sets, sorted(k for k in old if k not in new)]
     if type(old) is list and type(new) is list:
-        return ["l", _list_ops(old, new)]
+        return ["l", _list_ops(old, new, nan)]
     return ["r", new]
 
 
-def _smaller(old: Any, new: Any) -> list:
+def _smaller(old: Any, new: Any, nan: bool = True) -> list:
     """The recursive patch of two differing values, or a plain replacement when that is no bigger."""
     if type(old) is not type(new) or type(new) not in (dict, list):
         return ["r", new]
-    patch = _diff(old, new)
+    patch = _diff(old, new, nan)
     return patch if len(canonical(patch)) < len(canonical(new)) + 6 else ["r", new]
 
 
@@ -114,7 +124,7 @@ def _id_field(old: list, new: list) -> str | None:
     return None
 
 
-def _list_ops(old: list, new: list) -> list:
+def _list_ops(old: list, new: list, nan: bool = True) -> list:
     field = _id_field(old, new)
     if field is not None:
         a = [("i", type(x[field]).__name__, x[field]) for x in old]
@@ -140,10 +150,10 @@ def _list_ops(old: list, new: list) -> list:
 
     def patch_or_insert(i: int, v: Any) -> None:
         """new element v from old[i] (same id, or paired in a replace block)."""
-        if same(old[i], v):
+        if same(old[i], v, nan):
             copy(i, i + 1)
             return
-        p = _smaller(old[i], v)
+        p = _smaller(old[i], v, nan)
         if p[0] == "r":
             insert(v)
         else:

@@ -1,23 +1,36 @@
-"""The capacity policy: bring the index back within its write budget after a commit (C3M §2.1, end).
+"""The capacity policy: bring the index back within its write budget after a commit (C3M §2.1, end), in one
+planned step.
 
-Order of repairs, repeated until every limit holds:
+"At capacity, C3M consolidates only confirmed safe redundancy. Otherwise, it uses a separately recorded
+pointer-preserving fallback rather than a semantic merge." In that order, once per commit:
 
-1. **Safe consolidation** (entries or bytes over): merge the pair of entries the relation head calls
-   *same* with confidence ≥ δ (highest first). Only confirmed redundancy is merged.
-2. **Compaction** (index tokens over): shorten the longest routing text one level (fewer entities and
-   "before" states shown, shorter text). Pointers and versions are untouched; logged as ``compact``.
-3. **Pointer-preserving fallback** — an *overflow repair*: fold the least useful entry into its page's
-   spill entry (created from it when the page has none), keeping all its pointers, versions and relation
-   labels. Least useful = lowest *specificity-recency* utility: mean IDF of its entities (repeated small
-   talk has common entities), plus a tenth of its recency rank as a tie-break. A named heuristic,
-   query-blind.
-4. When every entry is already a spill and a limit still fails, the two closest pages' spills are folded
-   together; when one spill is left and the limit still fails, the budget cannot hold this history's
-   pointers at all and ``CapacityError`` names the limit (the commit is then rolled back, nothing lost).
+1. **Safe consolidation** (entries or bytes over): merge the pairs of entries the relation head calls *same*
+   with confidence ≥ δ, most confident first, until the index has room (``target`` entries, below). Only
+   confirmed redundancy is merged; each merge is logged as ``consolidate`` (not a fallback).
+2. **Compaction** (index tokens over): shorten the longest routing text one level (fewer entities and "before"
+   states shown, shorter text). Pointers and versions are untouched; logged as ``compact``.
+3. **The pointer-preserving fallback**, planned once for the commit — one *overflow repair*: the least useful
+   entries are chosen together and each is folded into its page's spill entry (created from it when the page
+   has none), keeping all its pointers, versions and relation labels. Least useful = lowest
+   *specificity-recency* utility: mean IDF of its entities (repeated small talk has common entities), plus a
+   tenth of its recency rank as a tie-break. A named heuristic, query-blind. When entries are over, the step
+   frees room down to ``target = entries − room`` (``room``: the entries the caller expects the next commit to
+   add, so that the fallback need not run again at once; ``c3m`` passes ``capacity_room`` × this commit's
+   intake), never below a quarter of the entry budget. When only tokens or bytes are over, it folds entries
+   one by one until they fit (within the same step).
+4. Within the same step, when every entry is already a spill and a limit still fails, the two closest pages'
+   spills are folded together; when one spill is left and the limit still fails, the budget cannot hold this
+   history's pointers at all and ``CapacityError`` names the limit (the commit is then rolled back, nothing
+   lost).
 
-Every repair is logged with what moved where; the pointer set is the same before and after (asserted).
+The step is one maintenance-log record (``overflow_repair``) listing every entry moved, where to, and the pointers
+moved; the pointer set is the same before and after (asserted). ``enforce(..., planned=False)`` is the earlier
+entry-by-entry loop (one record per moved entry, no room), kept as the reference the planned step is measured
+against (``benchmarks/results/c3m-capacity-policy-cpu.md``).
 """
 from __future__ import annotations
+
+from collections import Counter
 
 from ..errors import C3MError
 from ..index.active import (MAX_STATES, MAX_VISUAL, ActiveIndex, IndexEntry, idf, mean_direction, merge_pointers,
@@ -123,58 +136,181 @@ def _spill_of(index: ActiveIndex, page: int) -> IndexEntry | None:
     return next((e for e in index.ordered() if e.kind == "spill" and e.page == page), None)
 
 
-def enforce(index: ActiveIndex, budget: WriteBudget, head, count, delta: float) -> list[dict]:
-    """Repair until the index fits ``budget``; returns the log records (see module docstring)."""
+def _to_spill(index: ActiveIndex, victim: IndexEntry) -> tuple[IndexEntry, int]:
+    """Fold ``victim`` into its page's spill (a new spill takes its place when the page has none); returns (spill,
+    pointers moved). Pages are not refreshed here."""
+    spill = _spill_of(index, victim.page)
+    if spill is None:  # the page's first spill: a new spill entry takes the victim's place
+        spill = IndexEntry(index.new_id(), victim.z, {}, victim.time, victim.first_time, "",
+                           page=victim.page, kind="spill", support=0)
+        index.entries[spill.entry_id] = spill
+    moved = sum(len(t) for t in victim.sources().values())
+    _fold(index, victim, spill, "spilled")
+    return spill, moved
+
+
+def _merge_closest_spills(index: ActiveIndex) -> tuple[IndexEntry, IndexEntry, int, int] | None:
+    """Every entry is a spill: fold the two closest pages' spills together; (kept, moved, its page, pointers)."""
+    spills = index.ordered()
+    if len(spills) < 2:
+        return None
+    a, b = max(((x, y) for i, x in enumerate(spills) for y in spills[i + 1:]),
+               key=lambda p: (float(p[0].z @ p[1].z), p[1].entry_id))
+    moved = sum(len(t) for t in b.sources().values())
+    for e in index.entries.values():
+        if e.page == b.page and e is not b:
+            e.page = a.page
+    page_b = b.page
+    _fold(index, b, a, "spilled")
+    index.refresh_pages()
+    return a, b, page_b, moved
+
+
+def _planned_victims(index: ActiveIndex, target: int) -> list[IndexEntry]:
+    """The fewest least-useful regular entries whose folding leaves at most ``target`` entries (a page's first
+    victim becomes its spill, so it frees no slot), in utility order."""
+    regular = sorted((e for e in index.entries.values() if e.kind == "entry"), key=lambda e: (e.time, e.entry_id))
+    n = max(1, len(regular) - 1)
+    ranked = sorted((utility(index, e, rank / n), e.entry_id, e) for rank, e in enumerate(regular))
+    spilled = {e.page for e in index.entries.values() if e.kind == "spill"}
+    count, out = len(index.entries), []
+    for _, _, e in ranked:
+        if count <= target:
+            break
+        out.append(e)
+        if e.page in spilled:
+            count -= 1
+        else:
+            spilled.add(e.page)
+    return out
+
+
+def _consolidate(index: ActiveIndex, head, delta: float, memo: dict, over) -> dict | None:
+    pair = safe_pair(index, head, delta, memo=memo)
+    if pair is None:
+        return None
+    a, b, c = pair
+    _fold(index, b, a, "same")
+    index.refresh_pages()
+    return {"action": "consolidate", "kept": a.entry_id, "merged": b.entry_id, "relation": "same",
+            "confidence": round(c, 4), "over": over}
+
+
+def _compact(index: ActiveIndex, count, over) -> dict | None:
+    longest = max((e for e in index.entries.values() if e.compact < MAX_COMPACT),
+                  key=lambda e: (count(e.render()), e.entry_id), default=None)
+    if longest is None:
+        return None
+    longest.compact += 1
+    return {"action": "compact", "entry": longest.entry_id, "level": longest.compact, "over": over}
+
+
+def enforce(index: ActiveIndex, budget: WriteBudget, head, count, delta: float, *, room: int = 0,
+            planned: bool = True) -> list[dict]:
+    """Bring the index within ``budget`` (module docstring); returns the log records. ``room``: entries to free
+    beyond the budget when the fallback runs; ``planned=False``: the entry-by-entry reference loop."""
+    over = index.over(index.usage(count), budget)
+    if not over:
+        return []
+    if not planned:
+        return _enforce_stepwise(index, budget, head, count, delta)
     before = index.sources()
     log: list[dict] = []
     memo: dict = {}  # safe_pair's pair features and judgements for this call
+    target = max(min(budget.entries, max(1, -(-budget.entries // 4))), budget.entries - max(0, room))
+    step: dict | None = None  # this commit's one overflow repair
+    while True:
+        over = index.over(index.usage(count), budget)
+        roomy = len(index.entries) <= target
+        if not over and (roomy or step is not None or not log):
+            break
+        if ("entries" in over or "index_bytes" in over or not roomy) and step is None:
+            done = _consolidate(index, head, delta, memo, over)
+            if done is not None:
+                log.append(done)
+                continue
+            if not over:  # within budget, no room beyond it, and no more safe pairs: no fallback needed
+                break
+        if over == ["index_tokens"]:
+            done = _compact(index, count, over)
+            if done is not None:
+                log.append(done)
+                continue
+        if step is None:
+            step = {"action": "overflow_repair", "moved": [], "into": [], "page": [], "pointers": 0,
+                    "labels": {}, "over": over, "target": target if "entries" in over else None}
+            log.append(step)
+            victims = _planned_victims(index, target) if "entries" in over else []
+        else:
+            victims = []
+        if not victims:
+            victims = _planned_victims(index, len(index.entries) - 1)[:1]  # tokens or bytes: one more at a time
+        if victims:
+            labels = Counter(step["labels"])
+            for v in victims:
+                labels.update(v.labels)
+                spill, moved = _to_spill(index, v)
+                step["moved"].append(v.entry_id)
+                step["into"].append(spill.entry_id)
+                step["page"].append(spill.page)
+                step["pointers"] += moved
+            step["labels"] = dict(labels)
+            index.refresh_pages()
+            continue
+        merged = _merge_closest_spills(index)
+        if merged is not None:
+            a, b, page_b, moved = merged
+            step["moved"].append(b.entry_id)
+            step["into"].append(a.entry_id)
+            step["page"].append(page_b)
+            step["pointers"] += moved
+            step.setdefault("pages_merged", []).append(page_b)
+            continue
+        spills = index.ordered()
+        if "index_tokens" in over and spills and spills[0].compact < MAX_COMPACT:
+            spills[0].compact = MAX_COMPACT
+            continue
+        raise CapacityError(f"the write budget's {', '.join(over)} cannot hold this index even "
+                            f"as one spill entry (usage {index.usage(count)}, budget {budget.as_tuple()})",
+                            fix=f"raise write_budget.{over[0]} (e.g. WriteBudget.scaled) or use a smaller history")
+    assert index.sources() == before, "capacity repair changed the pointer set"
+    return log
+
+
+def _enforce_stepwise(index: ActiveIndex, budget: WriteBudget, head, count, delta: float) -> list[dict]:
+    """The entry-by-entry loop (one ``overflow_repair`` record per moved entry): the reference for the planned
+    step."""
+    before = index.sources()
+    log: list[dict] = []
+    memo: dict = {}
     while True:
         over = index.over(index.usage(count), budget)
         if not over:
             break
         if "entries" in over or "index_bytes" in over:
-            pair = safe_pair(index, head, delta, memo=memo)
-            if pair is not None:
-                a, b, c = pair
-                _fold(index, b, a, "same")
-                index.refresh_pages()
-                log.append({"action": "consolidate", "kept": a.entry_id, "merged": b.entry_id,
-                            "relation": "same", "confidence": round(c, 4), "over": over})
+            done = _consolidate(index, head, delta, memo, over)
+            if done is not None:
+                log.append(done)
                 continue
         if over == ["index_tokens"]:
-            longest = max((e for e in index.entries.values() if e.compact < MAX_COMPACT),
-                          key=lambda e: (count(e.render()), e.entry_id), default=None)
-            if longest is not None:
-                longest.compact += 1
-                log.append({"action": "compact", "entry": longest.entry_id, "level": longest.compact, "over": over})
+            done = _compact(index, count, over)
+            if done is not None:
+                log.append(done)
                 continue
         victim = _victim(index)
         if victim is not None:
-            spill = _spill_of(index, victim.page)
-            if spill is None:  # the page's first spill: a new spill entry takes the victim's place
-                spill = IndexEntry(index.new_id(), victim.z, {}, victim.time, victim.first_time, "",
-                                   page=victim.page, kind="spill", support=0)
-                index.entries[spill.entry_id] = spill
-            moved = sum(len(t) for t in victim.sources().values())
-            _fold(index, victim, spill, "spilled")
+            spill, moved = _to_spill(index, victim)
             index.refresh_pages()
             log.append({"action": "overflow_repair", "moved": victim.entry_id, "into": spill.entry_id,
                         "page": spill.page, "pointers": moved, "labels": dict(victim.labels), "over": over})
             continue
-        spills = index.ordered()
-        if len(spills) >= 2:  # every entry is a spill: fold the two closest pages together
-            a, b = max(((x, y) for i, x in enumerate(spills) for y in spills[i + 1:]),
-                       key=lambda p: (float(p[0].z @ p[1].z), p[1].entry_id))
-            moved = sum(len(t) for t in b.sources().values())
-            for e in index.entries.values():
-                if e.page == b.page and e is not b:
-                    e.page = a.page
-            page_b = b.page
-            _fold(index, b, a, "spilled")
-            index.refresh_pages()
+        merged = _merge_closest_spills(index)
+        if merged is not None:
+            a, b, page_b, moved = merged
             log.append({"action": "overflow_repair", "moved": b.entry_id, "into": a.entry_id, "page": page_b,
                         "pointers": moved, "labels": {}, "over": over, "pages_merged": True})
             continue
+        spills = index.ordered()
         if "index_tokens" in over and spills and spills[0].compact < MAX_COMPACT:
             spills[0].compact = MAX_COMPACT
             continue

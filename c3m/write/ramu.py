@@ -1,8 +1,11 @@
 """RAMU (C3M §2.1): propose candidates by similarity, judge the relation, act conservatively (Eq. 3).
 
-``propose`` takes the TopK entries by routing-vector similarity (``c3m_kernels.candidate_topk``, dropping
-those under ``min_sim``) plus the TopK by shared rare entities; a unit like nothing in the index has no
-candidates and is *Added*.
+``propose`` takes the TopK entries by routing-vector similarity (dropping those under ``min_sim``) plus the TopK
+by shared rare entities; a unit like nothing in the index has no candidates and is *Added*. The similarities of
+all of a session's units against the index as the session found it are one matrix product
+(``session_scores``); only the entries the session itself creates or moves are scored again, unit by unit.
+Scores are computed in float64 and rounded to float32, so the batched and the one-unit forms give the same
+numbers bit for bit (a float32 GEMM sums in another order than a float32 GEMV: their last bits differ).
 ``decide`` runs the relation head over phi(m_t, e) for every candidate. e* is the candidate with the
 strongest *actionable* relation (the highest same-or-update confidence): taking the paper's "highest-
 confidence candidate" literally would let a confidently *distinct* stranger veto a confident merge with
@@ -34,27 +37,65 @@ class Decision:
     judged: tuple                # ((entry_id, relation, confidence, similarity), ...) for the log
 
 
-def propose(index: ActiveIndex, unit: Unit, k: int, min_sim: float, *,
-            entities: bool = True) -> list[tuple[IndexEntry, float]]:
-    """Hybrid candidates: TopK by routing-vector similarity (``candidate_topk``, at least ``min_sim``) plus
+def cosines(Z: np.ndarray, U: np.ndarray) -> np.ndarray:
+    """[units, entries] routing-vector similarities, float64 products rounded to float32 (module docstring)."""
+    return (np.asarray(U, np.float64) @ np.asarray(Z, np.float64).T).astype(np.float32)
+
+
+class SessionScores:
+    """Every unit's similarity to every entry of the index as the session found it, from one matrix product.
+
+    ``row(i, unit, entries)`` is unit ``i``'s similarities to ``entries`` (the index now): an entry whose vector
+    is the one scored at the start reads its column, and one the session created or moved (a Merge or Update
+    re-points ``z``) is scored again against this unit alone."""
+
+    def __init__(self, index: ActiveIndex, units) -> None:
+        base = [e for e in index.ordered() if e.kind == "entry"]
+        self.vectors = {e.entry_id: e.z for e in base}  # the arrays scored (an edit assigns a new one)
+        self.column = {e.entry_id: j for j, e in enumerate(base)}
+        self.S = (cosines(index.matrix(base), np.stack([u.z for u in units]))
+                  if base and len(units) else np.zeros((len(units), len(base)), np.float32))
+
+    def row(self, i: int, unit: Unit, entries: list[IndexEntry]) -> np.ndarray:
+        out = np.empty(len(entries), np.float32)
+        fresh = []
+        for n, e in enumerate(entries):
+            if self.vectors.get(e.entry_id) is e.z:
+                out[n] = self.S[i, self.column[e.entry_id]]
+            else:
+                fresh.append(n)
+        if fresh:
+            out[fresh] = cosines(np.stack([entries[n].z for n in fresh]), unit.z[None, :])[0]
+        return out
+
+
+def session_scores(index: ActiveIndex, units) -> SessionScores:
+    """The session's one scoring call (``SessionScores``); pass it to ``propose`` as ``scores``."""
+    return SessionScores(index, units)
+
+
+def propose(index: ActiveIndex, unit: Unit, k: int, min_sim: float, *, entities: bool = True,
+            scores: SessionScores | None = None, row: int = 0) -> list[tuple[IndexEntry, float]]:
+    """Hybrid candidates: TopK by routing-vector similarity (at least ``min_sim``; ties: the older entry) plus
     TopK by IDF-weighted shared entities. Vector similarity alone misses the entry a unit is about when the
     wording differs ("I repainted my clock red" sits nearer other repaint sentences than the clock's intro);
     shared rare entities find it (``entities=False``: vector-only, as in the C3M paper). Returns (entry, cosine)
-    pairs."""
+    pairs. ``scores``/``row``: the session's ``SessionScores`` and this unit's row in it (without: this unit is
+    scored alone, with the same numbers)."""
     entries = [e for e in index.ordered() if e.kind == "entry"]
     if not entries or k <= 0:
         return []
-    from c3m_kernels.candidate_topk import candidate_topk
-
-    scores, idx = candidate_topk(unit.z[None, :].astype(np.float32), index.matrix(entries), min(k, len(entries)))
-    picked = {int(i): float(s) for s, i in zip(scores[0], idx[0]) if i >= 0 and s >= min_sim}
+    sims = (scores.row(row, unit, entries) if scores is not None
+            else cosines(index.matrix(entries), unit.z[None, :])[0])
+    top = np.lexsort((np.arange(len(entries)), -sims))[:k]  # score desc, index asc (candidate_topk's order)
+    picked = {int(i): float(sims[i]) for i in top if sims[i] >= min_sim}
     if not entities:
         return sorted(((entries[i], s) for i, s in picked.items()), key=lambda c: (-c[1], c[0].entry_id))
     w = {key: idf(key, index.df, index.n_docs) for key in unit.entities}
     shared = [(sum(w[key] for key in unit.entities if key in e.entities), i) for i, e in enumerate(entries)]
     for overlap, i in sorted(shared, key=lambda x: (-x[0], x[1]))[:k]:
         if overlap > 0 and i not in picked:
-            picked[i] = float(entries[i].z @ unit.z)
+            picked[i] = float(sims[i])
     return sorted(((entries[i], s) for i, s in picked.items()), key=lambda c: (-c[1], c[0].entry_id))
 
 
@@ -113,8 +154,9 @@ def place(index: ActiveIndex, entry: IndexEntry, budget: WriteBudget, page_open_
 
 
 def apply(index: ActiveIndex, unit: Unit, decision: Decision, summary: str, budget: WriteBudget,
-          page_open_sim: float) -> dict:
-    """Carry out the decision; returns the maintenance-log record."""
+          page_open_sim: float, *, labels: bool = True) -> dict:
+    """Carry out the decision; returns the maintenance-log record. ``labels=False`` leaves the page summaries to
+    the caller's one ``refresh_pages`` after the session's last unit (``ActiveIndex.refresh_pages``)."""
     P_t = unit_pointers(unit)
     log = {"action": decision.action.value, "session": unit.session_id, "turns": unit.turns,
            "candidate": decision.target, "relation": decision.relation.value if decision.relation else None,
@@ -150,5 +192,5 @@ def apply(index: ActiveIndex, unit: Unit, decision: Decision, summary: str, budg
         place(index, e, budget, page_open_sim)
         index.entries[e.entry_id] = e
         log["entry"] = e.entry_id
-    index.refresh_pages()
+    index.refresh_pages(labels=labels)
     return log

@@ -107,6 +107,12 @@ def segment(nodes: Sequence[RawNode], unit_tokens: int, count) -> list[list[RawN
     return units
 
 
+def speakers(group: Sequence[RawNode]) -> list[RawNode]:
+    """The turns a unit's descriptors come from: its user turns, or all its turns when it has none (module
+    docstring). Only these are sent to the anchor extractor: the replies around a fact are never described."""
+    return [n for n in group if n.role == "user"] or list(group)
+
+
 def describe_text(text: str, anchors) -> tuple[set[str], set[str], bool, bool, bool]:
     """(entities, states, change cue, re-mention cue, new-instance cue) of one text (module docstring)."""
     entities, states = set(), set()
