@@ -8,6 +8,16 @@ the same interpreter, so before and after are measured in one run on one machine
     python benchmarks/e2e/write.py --before-tree /tmp/old              # 128K hard/dev history, c3m + dense-topk
     python benchmarks/e2e/write.py --smoke                              # a tiny history, results to a temp dir
     python benchmarks/e2e/write.py --profile-dir benchmarks/results/profiles --methods c3m   # cProfile summaries
+
+``--harness DATASET`` measures the write path *at the evaluation harness's workload* instead: the history's
+methods replayed one after the other in one process, sharing the embedding memo, exactly as a ``c3m eval
+--workers 2`` worker runs them (``c3m.eval.harness``: ``_init_worker`` with one thread per worker,
+``run_eval``'s jobs), with the harness's own per-session write time (``HistoryResult.write_seconds``), the
+overflow repairs it counts, and the exclusive per-stage seconds of every method; ``--profile-dir`` then also
+writes one cProfile summary per stage (top functions by self time within the stage):
+
+    python benchmarks/e2e/write.py --harness benchmarks/data/memgallery-dev --methods c3m,dense-topk,hybrid \
+        --profile-dir benchmarks/results/profiles/write-harness
 """
 from __future__ import annotations
 
@@ -69,6 +79,54 @@ def work(args) -> int:
     return 0
 
 
+def harness_work(args) -> int:
+    """One tree, in-process ``run_eval`` with one worker's thread setup and the stage clock per method."""
+    from c3m.eval import harness
+    from c3m.methods import method_class
+
+    harness._init_worker(1)  # what each of `--workers 2` on this 2-core machine gets
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    clock = StageClock(profile=bool(args.profile))
+    clock.active = False  # stages count inside add_session only (not the read phase)
+    install(clock, *[method_class(harness.method_spec(m)[0]) for m in methods])
+    replay = harness.replay_history
+
+    def labelled(history, store, *, config, **kw):
+        clock.label = config.method
+        return replay(history, store, config=config, **kw)
+
+    harness.replay_history = labelled
+    with tempfile.TemporaryDirectory(prefix="c3m-e2e-harness-") as tmp:
+        t0 = time.perf_counter()
+        everything = harness.run_eval([args.dataset], methods, tmp, workers=1, progress=False, limit=args.limit,
+                                      perception=args.perception)
+        total = time.perf_counter() - t0
+    out = {"total_s": total, "methods": {}}
+    for spec, by_length in everything.items():
+        results = [r for rs in by_length.values() for r in rs]
+        out["methods"][spec] = {
+            "histories": len(results), "sessions": sum(len(r.write_seconds) for r in results),
+            "write_ms": [1000 * w for r in results for w in r.write_seconds],
+            "overflow_repairs": [r.overflow_repairs for r in results],
+            "write_violations": sum(len(r.write_violations) for r in results),
+            "support_recall": _mean([q.support_recall for r in results for q in r.questions
+                                     if getattr(q, "support_recall", None) is not None]),
+            "stages": clock.by_label.get(harness.method_spec(spec)[0], {})}
+    if args.profile:
+        for (label, stage) in sorted(clock.profiles):
+            text = clock.profile_summary(label, stage)
+            if text:
+                Path(f"{args.profile}.{harness._safe(label)}.{stage}.txt").write_text(
+                    f"# {label}, stage {stage}: top functions by self time within the stage (cProfile)\n" + text)
+    Path(args.json).write_text(json.dumps(out))
+    return 0
+
+
+def _mean(xs):
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else None
+
+
 # -- driver --------------------------------------------------------------------------------------------------
 def c3m_argv(args: list[str]) -> list[str]:
     exe = Path(sys.executable).with_name("c3m")
@@ -99,6 +157,64 @@ def run_one(args, tree: Path | None, method: str, dataset: Path, tmp: Path, prof
     if done.returncode != 0:
         raise SystemExit(f"{method} ({tree or 'this tree'}) failed: {done.stderr[-2000:]}")
     return json.loads(out.read_text())
+
+
+def pct(ms: list[float], q: float) -> float:
+    ms = sorted(ms)
+    return ms[min(len(ms) - 1, round(q * (len(ms) - 1)))] if ms else float("nan")
+
+
+def run_harness(args) -> int:
+    """``--harness``: each tree in a fresh process (``harness_work``), then one table of every method."""
+    trees = ([("before", args.before_tree)] if args.before_tree else []) + [("after", args.after_tree)]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="c3m-e2e-harness-") as tmp:
+        for label, tree in trees:
+            out = Path(tmp) / f"{label}.json"
+            argv = [sys.executable, str(Path(__file__).resolve()), "--harness-worker", "--dataset",
+                    str(args.harness.resolve()), "--methods", args.methods, "--json", str(out), "--perception",
+                    args.perception]
+            if args.limit:
+                argv += ["--limit", str(args.limit)]
+            if args.profile_dir:
+                args.profile_dir.mkdir(parents=True, exist_ok=True)
+                argv += ["--profile", str((args.profile_dir / label).resolve())]
+            done = subprocess.run(argv, env=env_for(tree), cwd=tmp, stderr=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"harness run ({tree or 'this tree'}) failed: {done.stderr[-3000:]}")
+            got = json.loads(out.read_text())
+            for spec, m in got["methods"].items():
+                rows.append({"tree": label, "method": spec, **m, "run_s": got["total_s"]})
+            print(f"{label}: {got['total_s']:.1f} s", flush=True)
+    lines = [f"# Write path at the harness's workload ({datetime.now(timezone.utc).date()}, {cpu_name()}, "
+             f"{os.cpu_count()} cores)", "",
+             f"Command: `python benchmarks/e2e/write.py {' '.join(sys.argv[1:])}` at commit "
+             f"{git_commit(args.after_tree or ROOT)}"
+             + (f", before = commit {git_commit(args.before_tree)}" if args.before_tree else "") + ". "
+             "Each tree replays the dataset in one fresh process the way one `c3m eval --workers 2` worker does "
+             "(one BLAS/OpenMP thread, the methods of a history one after the other sharing the embedding memo); "
+             "write ms are the harness's own per-session times, stages exclusive wall seconds summed over the run "
+             "(`_write_stages.py`).", "",
+             "| tree | method | histories | sessions | write p50 ms | p95 ms | mean ms | overflow repairs / history "
+             "| write violations | Support Recall |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        ms = r["write_ms"]
+        sr = r["support_recall"]
+        lines.append(f"| {r['tree']} | {r['method']} | {r['histories']} | {r['sessions']} | {pct(ms, .5):.1f} | "
+                     f"{pct(ms, .95):.1f} | {sum(ms) / max(1, len(ms)):.1f} | "
+                     f"{sum(r['overflow_repairs']) / max(1, r['histories']):.1f} | {r['write_violations']} | "
+                     f"{'—' if sr is None else f'{100 * sr:.1f}'} |")
+    lines += ["", "Per-stage seconds (exclusive, whole run):", "", "| tree | method | " + " | ".join(STAGES) + " |",
+              "|---|---|" + "---:|" * len(STAGES)]
+    for r in rows:
+        lines.append(f"| {r['tree']} | {r['method']} | " + " | ".join(f"{r['stages'].get(s, 0.0):.2f}"
+                                                                    for s in STAGES) + " |")
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".md").write_text(text)
+    print(text)
+    return 0
 
 
 def summarise(r: dict) -> dict:
@@ -220,13 +336,22 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="output path without suffix (.md, .csv, .png)")
     ap.add_argument("--notes", type=Path, help="Markdown appended to the report")
     ap.add_argument("--profile-dir", type=Path, help="write cProfile summaries (top 40) instead of timing tables")
+    ap.add_argument("--harness", type=Path, help="measure at the eval harness's workload on this dataset (docstring)")
+    ap.add_argument("--limit", type=int, help="--harness: first N histories only")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--harness-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--method", help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
     ap.add_argument("--profile", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         return work(args)
+    if args.harness_worker:
+        return harness_work(args)
+    if args.harness:
+        if args.perception == "scene-encoder" and "--perception" not in sys.argv:
+            args.perception = "none"  # c3m eval's default
+        return run_harness(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     trees = ([("before", args.before_tree)] if args.before_tree else []) + [("after", args.after_tree)]
     with tempfile.TemporaryDirectory(prefix="c3m-e2e-write-") as tmp:
