@@ -11,8 +11,8 @@ from c3m.config import MemoryConfig
 from c3m.errors import InvalidInput, StoreError
 from c3m.memory import Memory
 from c3m.methods import available_methods
-from c3m.methods.bm25 import fts_query, query_terms
-from c3m.methods.hybrid import rrf
+from c3m.read.scorers import fts_query, query_terms
+from c3m.read.scorers import rrf
 from c3m.types import ReaderBudget, Session, Turn
 
 METHODS = ("dense-topk", "bm25", "hybrid")

@@ -30,62 +30,14 @@ unbounded, a yardstick for C3M's bounded index, not a bounded memory.
 """
 from __future__ import annotations
 
-import re
-import sqlite3
 from typing import Sequence
 
 import numpy as np
 
+from ..read.scorers import Bm25Index
 from ..types import RawNode
 from .base import register
 from .ranked import RankedNodesMethod
-
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-
-
-def query_terms(question: str) -> list[str]:
-    """The question's lower-cased alphanumeric tokens, de-duplicated in first-seen order."""
-    return list(dict.fromkeys(_TOKEN.findall(question.lower())))
-
-
-def fts_query(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH expression: every term quoted (so no term is read as an operator), OR-ed together."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-
-
-class Bm25Index:
-    """An incremental FTS5 BM25 index over nodes in insertion order (reused by ``hybrid``)."""
-
-    def __init__(self):
-        self.conn = sqlite3.connect(":memory:", check_same_thread=False)
-        self.clear()
-
-    def clear(self) -> None:
-        self.conn.execute("DROP TABLE IF EXISTS docs")
-        self.conn.execute("CREATE VIRTUAL TABLE docs USING fts5(body, tokenize='porter unicode61')")
-        self.count = 0
-
-    def add(self, nodes: Sequence[RawNode]) -> None:
-        rows = [(self.count + i + 1, n.text) for i, n in enumerate(nodes)]  # rowid = position + 1
-        with self.conn:
-            self.conn.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)", rows)
-        self.count += len(rows)
-
-    def scores(self, question: str, limit: int | None = None) -> np.ndarray:
-        """BM25 score per node (higher = better); ``-inf`` where no query term matches, and (with ``limit``)
-        beyond the best ``limit`` matches — FTS5 still scores every match, but sorts them in C."""
-        out = np.full(self.count, -np.inf)
-        terms = query_terms(question)
-        if not terms or not self.count:
-            return out
-        sql = "SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ?"
-        args: tuple = (fts_query(terms),)
-        if limit is not None:
-            sql += " ORDER BY bm25(docs), rowid LIMIT ?"
-            args += (int(limit),)
-        for rowid, rank in self.conn.execute(sql, args):
-            out[rowid - 1] = -rank  # FTS5's bm25() is negated: lower = better
-        return out
 
 
 @register

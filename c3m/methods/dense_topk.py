@@ -20,51 +20,13 @@ import numpy as np
 
 from ..read.arena import KeyArena
 from ..read.batch import query_vectors, ragged_topk
+from ..read.scorers import DenseScorer
 from ..types import Context, RawNode, ReaderBudget
-from .base import MemoryMethod, register
+from .base import register
 from .ranked import RankedNodesMethod
 
 #: extra candidates fetched beyond the pool, so a few redacted nodes among the best do not force a second scan
 POOL_SLACK = 16
-
-
-class DenseScorer:
-    """Cosine similarity of a question against the shared node vectors (reused by ``hybrid``). The vectors
-    are the method's rows of a ``KeyArena`` (a private one unless ``attach`` hands it a shared one)."""
-
-    def __init__(self, method: MemoryMethod):
-        self.method = method
-        self.arena = KeyArena(method.models.text_embedder.dim)
-        self.key = method.namespace  # this tenant's slot in the arena
-        self.clear()
-
-    @property
-    def vectors(self) -> np.ndarray:
-        return self.arena.rows(self.key)
-
-    def attach(self, arena: KeyArena, key: str | None = None) -> None:
-        """Move this tenant's rows into ``arena`` under ``key`` (default: the namespace), shared with other
-        tenants: one ragged launch serves all."""
-        key = key or self.key
-        if arena is self.arena and key == self.key:
-            return
-        rows = self.vectors.copy()
-        self.arena.drop(self.key)
-        self.arena, self.key = arena, key
-        arena.clear(key)
-        arena.extend(key, rows)
-
-    def clear(self) -> None:
-        self.arena.clear(self.key)
-
-    def add(self, nodes: Sequence[RawNode]) -> None:
-        if not nodes:
-            return
-        self.arena.extend(self.key, self.method.node_vectors(nodes))
-
-    def scores(self, question: str) -> np.ndarray:
-        q = self.method.models.text_embedder.embed([question])[0]
-        return self.vectors @ q
 
 
 @register

@@ -18,24 +18,10 @@ from typing import Sequence
 
 import numpy as np
 
+from ..read.scorers import Bm25Index, DenseScorer, rrf
 from ..types import RawNode
 from .base import register
-from .bm25 import Bm25Index
-from .dense_topk import DenseScorer
 from .ranked import RankedConfig, RankedNodesMethod
-
-
-def rrf(rankings: Sequence[np.ndarray], n: int, *, k: float, depth: int) -> np.ndarray:
-    """Reciprocal-rank fusion of score vectors over the same ``n`` items (``-inf`` = unranked)."""
-    out = np.zeros(n)
-    hit = np.zeros(n, dtype=bool)
-    for s in rankings:
-        order = np.argsort(-s, kind="stable")[:depth]
-        order = order[np.isfinite(s[order])]
-        out[order] += 1.0 / (k + np.arange(1, len(order) + 1))
-        hit[order] = True
-    out[~hit] = -np.inf
-    return out
 
 
 @dataclass(frozen=True)
