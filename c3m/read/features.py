@@ -1,0 +1,240 @@
+"""What the reranker sees of each candidate turn: one row of ``FEATURES`` per (question, Raw Node).
+
+The channels (``c3m.read.pipeline``) say how each turn was found — its cosine to the question, its full-text rank in
+the Cold Store, the index's route (page, entry, expansion, update chain) — and this module adds what a single
+similarity cannot see: whether the turn holds the question's rare words, names and numbers; whether its session falls
+in a period the question names (``c3m.read.when``); where it sits in the history; who spoke; and how its round
+partner and its session scored. A missing signal is NaN (a channel that did not find the turn, a question with no
+number), which the tree model routes on its own.
+
+Lexical signals are computed over the candidate pool itself (``pool_bm25``: Okapi BM25 with the pool as the
+collection), so they mean the same in the strictly bounded reader, which never touches the Cold-Store search, as in
+the full one. Terms are lower-cased words without stop words, lightly stemmed (``stem``: plural and -ing/-ed
+endings), so "paintings" meets "painting".
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Sequence
+
+import numpy as np
+
+from .when import TimeWindow
+
+#: the feature columns, in order (a model file names them; ``c3m.read.rerank`` refuses a model with others)
+FEATURES = (
+    "dense_cos", "dense_gap", "dense_rank",                       # cosine to the question (shared node vectors)
+    "fts_score", "fts_rank",                                      # Cold-Store FTS5 BM25 (NaN: not found / bounded)
+    "pool_bm25", "pool_bm25_rank", "term_share", "rare_term",     # lexical, over the pool
+    "number_share", "key_share",                                  # the question's numbers and entity/state keys
+    "idx_rel", "idx_rank", "entry_score", "page_rank", "expanded",  # the bounded index's route (NaN: not routed)
+    "superseded", "chain_len",                                    # update chain: an old state, chain length
+    "in_window", "window_days",                                   # a period the question names
+    "recency", "age_days", "role_user", "text_len",
+    "partner_cos", "partner_bm25", "prev_cos", "next_cos",         # the round partner and the turns around
+    "session_best_cos", "session_hits", "via_round", "channels",
+    "q_terms", "q_now", "q_before", "q_window", "cold",
+)
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both but by
+can could did do does doing down during each few for from further had has have having he her here hers herself him
+himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or other
+our ours ourselves out over own same she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what when where which while who whom why will
+with would you your yours yourself yourselves also ever yet get got tell told say said one ones thing things anything
+something much many did does done doing let lets like us s t don didn doesn isn wasn weren ve ll re d m o
+""".split())
+#: words that ask for the present state / an earlier one ("now" vs "before" questions)
+NOW_CUES = frozenset("current currently now latest recent recently lately today still anymore presently".split())
+BEFORE_CUES = frozenset("before originally original previous previously earlier first initially former formerly "
+                        "used old older prior".split())
+
+
+_SUFFIXES = (("ies", "y"), ("sses", "ss"), ("ing", ""), ("edly", ""), ("ed", ""), ("ly", ""), ("s", ""))
+
+
+def stem(word: str) -> str:
+    """A light English stemmer, enough to meet "paintings" with "painting" and "moved" with "move": one suffix
+    (plural, -ing, -ed, -ly) off a stem of 3+ letters, twice ("paintings"), then a final "e" off. Not Porter; the
+    question and the turns use the same one."""
+    for _ in range(2):
+        for suffix, keep in _SUFFIXES:
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word.endswith("ss")):
+                word = word[: len(word) - len(suffix)] + keep
+                break
+    return word[:-1] if len(word) > 3 and word.endswith("e") else word
+
+
+def terms(text: str) -> list[str]:
+    """Content terms of a text: lower-cased words, stop words dropped, stemmed (order and repeats kept)."""
+    return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+
+
+def numbers(text: str) -> set[str]:
+    return set(_NUMBER.findall(text))
+
+
+@dataclass
+class QueryInfo:
+    """What the features need of the question."""
+
+    text: str
+    vec: np.ndarray
+    now: datetime
+    keys: frozenset[str] = frozenset()           # the index's lexical keys (entities, attribute values)
+    windows: tuple[TimeWindow, ...] = ()
+    terms: tuple[str, ...] = field(init=False)
+    numbers: frozenset[str] = field(init=False)
+    cue_now: bool = field(init=False)
+    cue_before: bool = field(init=False)
+
+    def __post_init__(self):
+        self.terms = tuple(dict.fromkeys(terms(self.text)))
+        self.numbers = frozenset(numbers(_undated(self.text, self.windows)))
+        words = set(_WORD.findall(self.text.lower()))
+        self.cue_now, self.cue_before = bool(words & NOW_CUES), bool(words & BEFORE_CUES)
+
+
+def _undated(text: str, windows: Sequence[TimeWindow]) -> str:
+    """The text without the date phrases its windows were read from: a date's digits are the window's business, not
+    numbers to find in a turn."""
+    for w in windows:
+        phrase = w.phrase
+        side = phrase.split(" ", 1)[0].lower()
+        if side in ("before", "after", "since", "until", "till", "by") and " " in phrase:  # "before X": X is the date
+            phrase = phrase.split(" ", 1)[1]
+        text = text.replace(phrase, " ")
+    return text
+
+
+@dataclass
+class Signals:
+    """How the channels found one candidate turn (NaN: this channel did not)."""
+
+    node: object                  # RawNode
+    cos: float
+    fts: float = math.nan
+    fts_rank: float = math.nan
+    idx_rel: float = math.nan
+    idx_rank: float = math.nan
+    entry_score: float = math.nan
+    page_rank: float = math.nan
+    expanded: float = math.nan
+    superseded: float = math.nan
+    chain_len: float = math.nan
+    via_round: bool = False
+    channels: int = 0
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """0-based rank of each value, best (largest) first; NaN stays NaN."""
+    out = np.full(len(x), np.nan)
+    ok = np.flatnonzero(~np.isnan(x))
+    out[ok[np.argsort(-x[ok], kind="stable")]] = np.arange(len(ok))
+    return out
+
+
+def pool_bm25(query: Sequence[str], docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+    """Okapi BM25 of each doc for the query terms, the docs themselves as the collection (IDF with +1 inside the
+    log, so a term in every doc still counts a little)."""
+    n = len(docs)
+    if not n or not query:
+        return np.zeros(n)
+    q = set(query)
+    lengths = np.array([len(d) for d in docs], float)
+    avg = max(1.0, lengths.mean())
+    tf = [{} for _ in docs]
+    df: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        for t in d:
+            if t in q:
+                tf[i][t] = tf[i].get(t, 0) + 1
+        for t in tf[i]:
+            df[t] = df.get(t, 0) + 1
+    idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+    out = np.zeros(n)
+    for i in range(n):
+        norm = k1 * (1 - b + b * lengths[i] / avg)
+        out[i] = sum(idf[t] * f * (k1 + 1) / (f + norm) for t, f in tf[i].items())
+    return out
+
+
+def feature_matrix(query: QueryInfo, cands: Sequence[Signals], *, first: datetime, tokens, cold: bool) -> np.ndarray:
+    """[len(cands), len(FEATURES)] float32 (module docstring). ``first``: the history's first session time (recency
+    runs from it to ``query.now``); ``tokens(node) -> list[str]`` gives a node's ``terms`` (memoised by the
+    caller)."""
+    n = len(cands)
+    X = np.full((n, len(FEATURES)), np.nan, np.float32)
+    if not n:
+        return X
+    col = {name: i for i, name in enumerate(FEATURES)}
+    nodes = [c.node for c in cands]
+    docs = [tokens(nd) for nd in nodes]
+    cos = np.array([c.cos for c in cands], float)
+    bm = pool_bm25(query.terms, docs)
+    q_terms = set(query.terms)
+    held_sets = [set(d) for d in docs]
+    df = {t: sum(t in h for h in held_sets) for t in q_terms}
+    rare = {t for t, c in df.items() if 0 < c <= max(1, n // 20)}
+    where = {(nd.session_id, nd.turn_index): i for i, nd in enumerate(nodes)}
+    span = max(1.0, (query.now - first).total_seconds())
+    best_in_session: dict[str, float] = {}
+    hits: dict[str, int] = {}
+    for nd, c in zip(nodes, cos):
+        best_in_session[nd.session_id] = max(best_in_session.get(nd.session_id, -1.0), c)
+        hits[nd.session_id] = hits.get(nd.session_id, 0) + 1
+    X[:, col["dense_cos"]] = cos
+    X[:, col["dense_gap"]] = cos.max() - cos
+    X[:, col["dense_rank"]] = np.log1p(_ranks(cos))
+    fts = np.array([c.fts for c in cands], float)
+    X[:, col["fts_score"]] = fts
+    X[:, col["fts_rank"]] = np.log1p([c.fts_rank for c in cands])
+    X[:, col["pool_bm25"]] = bm
+    X[:, col["pool_bm25_rank"]] = np.log1p(_ranks(np.where(bm > 0, bm, np.nan)))
+    for name in ("idx_rel", "idx_rank", "entry_score", "page_rank", "expanded", "superseded", "chain_len"):
+        X[:, col[name]] = [getattr(c, name) for c in cands]
+    X[:, col["idx_rank"]] = np.log1p(X[:, col["idx_rank"]])
+    X[:, col["q_terms"]] = len(q_terms)
+    X[:, col["q_now"]] = float(query.cue_now)
+    X[:, col["q_before"]] = float(query.cue_before)
+    X[:, col["q_window"]] = float(bool(query.windows))
+    X[:, col["cold"]] = float(cold)
+    key_words = {w for k in query.keys for w in k.split() if w not in STOP_WORDS}
+    key_words = {stem(w) for w in key_words}
+    for i, (c, nd, held) in enumerate(zip(cands, nodes, held_sets)):
+        row = X[i]
+        if q_terms:
+            row[col["term_share"]] = len(q_terms & held) / len(q_terms)
+            row[col["rare_term"]] = float(bool(rare & held))
+        if query.numbers:
+            row[col["number_share"]] = len(query.numbers & numbers(nd.text)) / len(query.numbers)
+        if key_words:
+            row[col["key_share"]] = len(key_words & held) / len(key_words)
+        if query.windows:
+            days = min(w.days_outside(nd.time) for w in query.windows)
+            row[col["in_window"]] = float(days == 0)
+            row[col["window_days"]] = math.log1p(days)
+        row[col["recency"]] = (nd.time - first).total_seconds() / span
+        row[col["age_days"]] = math.log1p(max(0.0, (query.now - nd.time).total_seconds() / 86400))
+        row[col["role_user"]] = float(nd.role == "user")
+        row[col["text_len"]] = math.log1p(len(nd.text))
+        partner = (nd.turn_index + 1) if nd.role == "user" else (nd.turn_index - 1)
+        p = where.get((nd.session_id, partner))
+        if p is not None:
+            row[col["partner_cos"]] = cos[p]
+            row[col["partner_bm25"]] = bm[p]
+        for name, t in (("prev_cos", nd.turn_index - 1), ("next_cos", nd.turn_index + 1)):
+            j = where.get((nd.session_id, t))
+            if j is not None:
+                row[col[name]] = cos[j]
+        row[col["session_best_cos"]] = best_in_session[nd.session_id]
+        row[col["session_hits"]] = hits[nd.session_id]
+        row[col["via_round"]] = float(c.via_round)
+        row[col["channels"]] = c.channels
+    return X

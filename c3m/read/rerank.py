@@ -1,0 +1,134 @@
+"""Rerankers: order a question's fused candidate turns before the budget solver spends the reader budget on them.
+
+Retrieval and ranking are separate stages (faiss ``search`` → ``IndexRefine``; sentence-transformers retrieve →
+rerank): the channels find candidates with one similarity each, and a reranker scores every candidate from all of
+``c3m.read.features.FEATURES`` at once. One interface, ``scores(X) -> [n]`` (higher = better), over the stacked
+feature rows of a whole batch of questions (one call).
+
+- ``lgbm`` (``LgbmReranker``, "lgbm-lambdarank-v1"): a LightGBM LambdaRank model trained by
+  ``training/train_reranker.py`` (synthetic train split + the real development dialogs, grouped cross-validation
+  by history) and shipped as ``c3m/models/weights/reranker_lgbm.txt`` with its card ``RERANKER_CARD.md``.
+  ``lgbm:PATH`` loads another model file. Its feature names are checked against ``FEATURES``.
+- ``rrf`` (``FusionReranker``, "rrf-v1"): reciprocal-rank fusion (k = 60) of the channel rankings (dense cosine,
+  Cold-Store BM25, the index's relevance, pool BM25) — the named fallback when LightGBM is not installed, and the
+  baseline the learned model is measured against.
+- ``auto`` (default): ``lgbm`` when LightGBM imports, else ``rrf``.
+- ``xfit:DIR`` (evaluation only): cross-fitted models from ``training/train_reranker.py``'s grouped
+  cross-validation — ``DIR/folds.json`` maps each history (namespace) to the fold model that never saw it, so a
+  development set can be scored out of fold through the real harness. A namespace it does not list is refused.
+
+c3m's reader before this stage (BMER relevance over the bounded index alone) stays available as
+``reranker="bmer"`` on the ``c3m`` method.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ..errors import InvalidInput
+from .features import FEATURES
+
+SHIPPED = Path(__file__).resolve().parent.parent / "models" / "weights" / "reranker_lgbm.txt"
+RERANKERS = ("auto", "lgbm", "rrf", "bmer")
+RRF_K = 60.0
+
+
+class Reranker(Protocol):
+    name: str
+
+    def scores(self, X: np.ndarray, groups: np.ndarray) -> np.ndarray: ...
+
+
+def _col(name: str) -> int:
+    return FEATURES.index(name)
+
+
+class FusionReranker:
+    """rrf-v1 (module docstring): per question (``groups``: each row's question), sum 1 / (k + rank) over the
+    channel rankings a candidate is in."""
+
+    name = "rrf-v1"
+    SIGNALS = ("dense_cos", "fts_score", "idx_rel", "pool_bm25")
+
+    def scores(self, X: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(X))
+        for g in np.unique(groups):
+            rows = np.flatnonzero(groups == g)
+            for name in self.SIGNALS:
+                s = X[rows, _col(name)].astype(float)
+                if name == "pool_bm25":
+                    s = np.where(s > 0, s, np.nan)
+                ok = np.flatnonzero(~np.isnan(s))
+                order = ok[np.argsort(-s[ok], kind="stable")]
+                out[rows[order]] += 1.0 / (RRF_K + np.arange(1, len(order) + 1))
+        return out
+
+
+class LgbmReranker:
+    """A LightGBM ranking model (module docstring); prediction is one ``Booster.predict`` over all rows."""
+
+    def __init__(self, path: Path = SHIPPED):
+        try:
+            import lightgbm
+        except ImportError as exc:
+            raise InvalidInput("reranker", "the lgbm reranker needs LightGBM, which is not installed",
+                               fix="pip install lightgbm (it is in the models extra), or use reranker='rrf'") from exc
+        if not Path(path).is_file():
+            raise InvalidInput("reranker", f"no reranker model at {path}",
+                               fix="train one with training/train_reranker.py, or use reranker='rrf'")
+        self.path = Path(path)
+        self.booster = lightgbm.Booster(model_file=str(path))
+        names = tuple(self.booster.feature_name())
+        if names != FEATURES:
+            raise InvalidInput("reranker", f"the model at {path} was trained on other features ({len(names)} columns)",
+                               fix="retrain it with training/train_reranker.py for this version of c3m")
+        self.name = "lgbm-lambdarank-v1" if self.path == SHIPPED else f"lgbm:{self.path.name}"
+
+    def scores(self, X: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        if not len(X):
+            return np.zeros(0)
+        return np.asarray(self.booster.predict(X, num_threads=1), float)
+
+
+_CACHE: dict[str, Reranker] = {}
+
+
+def _cross_fitted(folder: str, namespace: str) -> str:
+    import json
+
+    path = Path(folder) / "folds.json"
+    if not path.is_file():
+        raise InvalidInput("reranker", f"no folds.json in {folder}",
+                           fix="point xfit: at the cv/ folder training/train_reranker.py wrote")
+    folds = json.loads(path.read_text())
+    if namespace not in folds:
+        raise InvalidInput("reranker", f"the cross-fitted models in {folder} do not list history {namespace!r}",
+                           fix="use xfit: only on the histories the models were cross-validated on")
+    return f"lgbm:{Path(folder) / folds[namespace]}"
+
+
+def make_reranker(name: str, namespace: str = "") -> Reranker:
+    """``auto`` | ``lgbm`` | ``lgbm:PATH`` | ``rrf`` | ``xfit:DIR`` (module docstring); loaded once per process."""
+    if name.startswith("xfit:"):
+        return make_reranker(_cross_fitted(name[5:], namespace))
+    if name in _CACHE:
+        return _CACHE[name]
+    if name == "auto":
+        try:
+            import lightgbm  # noqa: F401  (only whether it imports)
+        except ImportError:
+            return make_reranker("rrf")
+        got: Reranker = make_reranker("lgbm") if SHIPPED.is_file() else make_reranker("rrf")
+    elif name == "rrf":
+        got = FusionReranker()
+    elif name == "lgbm":
+        got = LgbmReranker()
+    elif name.startswith("lgbm:"):
+        got = LgbmReranker(Path(name[5:]))
+    else:
+        raise InvalidInput("reranker", f"unknown reranker {name!r}",
+                           fix=f"choose one of {RERANKERS}, lgbm:PATH or xfit:DIR")
+    _CACHE[name] = got
+    return got
