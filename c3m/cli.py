@@ -419,7 +419,7 @@ def cmd_eval(args) -> int:
     print(f"report: {Path(args.out) / 'report.md'}  table 1: {table1}  metrics: {Path(args.out) / 'metrics.json'}")
     paired = compute_paired(everything, seed=args.seed)
     if paired:  # the comparison first: a difference on the same histories, not two separate intervals
-        print("\n".join(paired_markdown(paired, "support_recall")))
+        print("\n".join(paired_markdown(paired, "raw_support_recall")))
     print("oracle-reader accuracy = all gold evidence in the context (evidence-only, no answerer); "
           "overall = IE/MSR/TR/KU; every figure measured by the harness")
     cols = ("oracle_reader_acc", "support_recall", "route_hit", "pool_size", "text_tokens", "images")

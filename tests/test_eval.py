@@ -161,3 +161,39 @@ def test_a_single_shared_history_is_never_a_significant_win():
     two = paired_difference([result("a", "h1", 1.0), result("a", "h2", 1.0)],
                             [result("b", "h1", 0.0), result("b", "h2", 0.5)], "support_recall")
     assert two["win"] == "A"
+
+
+def test_report_headline_is_raw_text_support_recall_beside_caption_recall():
+    """The first paired section and the first Support Recall table are raw-text SR, computed from
+    ``raw_support_recall``; the caption-inclusive SR follows, labelled. A swap of the two would fail here."""
+    from c3m.eval.metrics import QuestionResult
+    from c3m.eval.replay import HistoryResult
+    from c3m.eval.report import compute_metrics, compute_paired, markdown
+
+    def history(method, h, caption, raw):
+        qs = [QuestionResult(f"ns-{h}", f"q{i}", "IE", 1.0, caption, caption, 100, 0, 2, 5.0,
+                             raw_support_recall=raw) for i in range(3)]
+        return HistoryResult(h, method, "32k", qs, write_seconds=[0.01], bounded=True)
+
+    # a shows every gold turn, but only as captions; b shows half of them, raw
+    everything = {"a": {"32k": [history("a", h, 1.0, 0.0) for h in ("h1", "h2")]},
+                  "b": {"32k": [history("b", h, 0.5, 0.5) for h in ("h1", "h2")]}}
+    md = markdown(compute_metrics(everything, n_boot=50), {"command": "c3m eval --test"},
+                  compute_paired(everything, n_boot=50))
+    sections = md.split("\n## ")[1:]
+    heads = [s.split("\n", 1)[0] for s in sections]
+    row = lambda section, name: [c.strip() for c in next(line for line in section.splitlines()  # noqa: E731
+                                                         if line.startswith(f"| {name} |")).strip("|").split("|")]
+    paired = [s for s in sections if s.startswith("Paired differences")]
+    assert paired[0].startswith("Paired differences, Raw-text Support Recall (no captions): A − B ×100")
+    assert paired[1].startswith("Paired differences, Support Recall incl. captions/crops: A − B ×100")
+    assert row(paired[0], "a vs b")[-1] == "-50.0 [-50.0, -50.0] **b**"  # Overall
+    assert row(paired[1], "a vs b")[-1] == "+50.0 [+50.0, +50.0] **a**"
+    raw = next(i for i, h in enumerate(heads) if h.startswith("Raw-text Support Recall ×100"))
+    cap = next(i for i, h in enumerate(heads) if h.startswith("Support Recall incl. captions/crops ×100"))
+    assert raw < cap  # IE 32k, Overall 32k
+    assert row(sections[raw], "a") == ["a", "0.0", "0.0"] and row(sections[cap], "a") == ["a", "100.0", "100.0"]
+    intervals = sections[heads.index("Intervals (overall, 95% cluster bootstrap over histories)")]
+    assert row(intervals, "Method")[2:4] == ["Raw-text Support Recall (no captions)",
+                                             "Support Recall incl. captions/crops"]
+    assert row(intervals, "a")[2:4] == ["0.0 [0.0, 0.0]", "100.0 [100.0, 100.0]"]

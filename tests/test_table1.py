@@ -14,25 +14,27 @@ from c3m.eval.table1 import (compute_aggregates, length_order, metric_table, pai
 CATS = ("IE", "MSR", "TR", "KU", "AR")
 
 
-def _q(hid, i, cat, acc, route=None, evidence=None):
+def _q(hid, i, cat, acc, route=None, evidence=None, raw=None):
     route = acc if route is None else route
     return QuestionResult(f"ns-{hid}", f"q{i}", cat, None if cat == "AR" else route,
                           None if cat == "AR" else acc, acc, 100, 1, 2, 5.0, image_tokens=50,
-                          evidence_acc=evidence)
+                          evidence_acc=evidence, raw_support_recall=None if cat == "AR" else raw)
 
 
-def _history(method, length, hid, score, *, bounded=True, evidence=False):
-    """One history: two questions per category; ``score(cat, i)`` -> (oracle acc, route_hit)."""
+def _history(method, length, hid, score, *, bounded=True, evidence=False, raw=True):
+    """One history: two questions per category; ``score(cat, i)`` -> (oracle acc, route_hit). Raw-text Support
+    Recall is half the caption-inclusive one (half the gold turns shown only as captions), None without ``raw``."""
     qs = []
     for c in CATS:
         for k in range(2):
             acc, route = score(c, k)
-            qs.append(_q(hid, f"{c}{k}", c, acc, route, evidence=acc if evidence else None))
+            qs.append(_q(hid, f"{c}{k}", c, acc, route, evidence=acc if evidence else None,
+                         raw=acc / 2 if raw else None))
     return HistoryResult(hid, method, length, qs, write_seconds=[0.01, 0.02], bounded=bounded,
                          index_peak=[10, 2, 300, 4096])
 
 
-def _results(evidence=False):
+def _results(evidence=False, raw=True):
     """c3m: perfect on IE/MSR/KU, loses TR (route 0 on one, 1 on the other); dense-topk: 0.5 everywhere,
     perfect TR; bm25 (unbounded): only 32k, perfect on AR."""
     hs = [f"h{i}" for i in range(6)]
@@ -41,10 +43,11 @@ def _results(evidence=False):
     bm25 = lambda c, k: ((1.0, 1.0) if c == "AR" else (0.0, 0.0))  # noqa: E731
     out = {"dense-topk": {}, "c3m": {}, "bm25": {}}
     for length in ("64k", "32k"):  # given out of order on purpose
-        out["c3m"][length] = [_history("c3m", length, h, c3m, evidence=evidence) for h in hs]
-        out["dense-topk"][length] = [_history("dense-topk", length, h, dense, bounded=False, evidence=evidence)
-                                     for h in hs]
-    out["bm25"]["32k"] = [_history("bm25", "32k", h, bm25, bounded=False, evidence=evidence) for h in hs[:3]]
+        out["c3m"][length] = [_history("c3m", length, h, c3m, evidence=evidence, raw=raw) for h in hs]
+        out["dense-topk"][length] = [_history("dense-topk", length, h, dense, bounded=False, evidence=evidence,
+                                              raw=raw) for h in hs]
+    out["bm25"]["32k"] = [_history("bm25", "32k", h, bm25, bounded=False, evidence=evidence, raw=raw)
+                          for h in hs[:3]]
     return out
 
 
@@ -115,6 +118,22 @@ def test_losses_split_by_route_hit():
     assert "Overall 32k" not in tr  # c3m wins overall
 
 
+def test_raw_text_support_recall_is_the_headline_beside_caption_recall():
+    md = table1_markdown(_results(), n_boot=50)
+    heads = re.findall(r"^## (.+)$", md, re.M)
+    assert heads[0].startswith("Raw-text Support Recall (") and "captions and crops do not count" in heads[0]
+    assert heads[1].startswith("Support Recall incl. captions/crops (")
+    # values come from each metric's own field: raw SR is half the caption-inclusive SR in these results
+    raw, cap = (_table(md, h) for h in heads[:2])
+    assert dict(zip(raw[0], raw[2]))["Overall 32k"] == "**37.5**"
+    assert dict(zip(cap[0], cap[2]))["Overall 32k"] == "**75.0**"
+    paired = re.findall(r"^### (.+): c3m − strongest other method", md, re.M)
+    assert paired[:3] == ["Raw-text Support Recall", "Support Recall incl. captions/crops", "Oracle-reader accuracy"]
+    first = _table(md, "Raw-text Support Recall: c3m − strongest other method (×100)")
+    cells = dict(zip(first[0][1:], first[2][1:]))
+    assert first[2][0] == "raw_support_recall" and cells["TR 32k"] == "−50.0 [−50.0, −50.0] vs dense-topk **B**"
+
+
 def test_resources_and_violations_per_length():
     md = table1_markdown(_results(), n_boot=50)
     res = md.split("## Resources per length", 1)[1]
@@ -132,7 +151,10 @@ def test_resources_and_violations_per_length():
 def test_optional_metrics_only_when_present_and_judged_label():
     md = table1_markdown(_results(), n_boot=20)
     assert "Evidence-check accuracy" not in md and "Judged answer accuracy" not in md
-    assert "## Oracle-reader accuracy" in md and "## Support Recall" in md
+    assert "## Oracle-reader accuracy" in md and "## Support Recall incl. captions/crops" in md
+    assert "## Raw-text Support Recall" in md
+    md = table1_markdown(_results(raw=False), n_boot=20)  # results written before raw SR existed
+    assert "Raw-text Support Recall" not in md and "## Support Recall incl. captions/crops" in md
     md = table1_markdown(_results(evidence=True), n_boot=20)
     assert "## Evidence-check accuracy" in md
     results = _results()

@@ -74,7 +74,8 @@ def _models(text_embedder: str, token_counter: str, answerer: str, perception: s
     from ..models import Models
     from ..models.memo import MemoEmbedder, MemoExtractor
 
-    models = Models.from_names(text_embedder, token_counter, answerer, perception, image_embedder)
+    models = Models.from_names(text_embedder=text_embedder, token_counter=token_counter, answerer=answerer,
+                               perception=perception, image_embedder=image_embedder)
     models.text_embedder = MemoEmbedder(models.text_embedder, max_items=200_000)  # shared across histories
     if models.perception is not None:  # the same derived records for every method's store (pure functions)
         models.perception = MemoExtractor(models.perception, max_items=200_000)

@@ -191,6 +191,7 @@ def aggregate(results, *, n_boot: int = 1000, seed: int = 0) -> dict:
         "index_peak_max": dict(zip(INDEX_DIMENSIONS, peaks.max(0).tolist())) if len(peaks) else None,
         "write_violations": sum(len(r.write_violations) for r in results),
         "searches_cold_store": any(r.searches_cold_store for r in results),
+        "cold_search_bytes_mean": float(np.mean([r.cold_search_bytes for r in results])) if results else 0.0,
         # reads of the live instance vs the instance reloaded from the snapshot (replay: RELOAD_CHECK)
         "reload_checked": sum(r.reload_checked for r in results),
         "reload_changed": sum(r.reload_changed for r in results),

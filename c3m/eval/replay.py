@@ -106,6 +106,7 @@ class HistoryResult:
     index_peak: list[int] = field(default_factory=list)       # max over snapshots of (entries, pages, tokens, bytes)
     write_violations: list[dict] = field(default_factory=list)  # {"session", "over", "use"} of a bounded method
     searches_cold_store: bool = False  # the serving instance's declaration (MemoryMethod.searches_cold_store)
+    cold_search_bytes: int = 0  # what a Cold-Store search reads beside the index: FTS text + float32 node vectors
     reload_checked: int = 0   # questions also asked of the live instance that did the writes
     reload_changed: int = 0   # ... whose context differed from the reloaded instance's (state outside the snapshot)
     reload_example: str | None = None  # the first such question and what differed
@@ -206,6 +207,8 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
         written = _store_state(mem)
         live, mem.method = mem.method, mem.fresh_method()  # reads see the snapshot and the Cold Store only
         result.searches_cold_store = bool(mem.method.searches_cold_store)
+        cold_bytes = _cold_search_bytes(mem)
+        result.cold_search_bytes = cold_bytes if result.searches_cold_store else 0
         served: list = []
         result.questions = _ask(mem, namespace, questions, budget, judge, check, keep=served)
         result.reload_checked, result.reload_changed, result.reload_example = _reload_check(
@@ -225,11 +228,20 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
                 variant.load_state(state)
             main, mem.method = mem.method, variant
             extra.append(replace(result, method=spec, searches_cold_store=bool(variant.searches_cold_store),
+                                 cold_search_bytes=cold_bytes if variant.searches_cold_store else 0,
                                  questions=_ask(mem, namespace, questions, budget, judge, check),
                                  reload_checked=0, reload_changed=0, reload_example=None,
                                  store_problems=list(result.store_problems)))
             mem.method = main
     return [result, *extra] if variants else result
+
+
+def _cold_search_bytes(mem) -> int:
+    """The size of what a Cold-Store search reads, measured on the store: the full-text index's text
+    (``ColdStore.search_stats``) plus one float32 vector per Raw Node (the dense channel's keys). Not bounded by the
+    write budget: reported beside the active index's size."""
+    stats = mem.store.search_stats(mem.namespace)
+    return int(stats["search_bytes"]) + stats["search_rows"] * 4 * mem.models.text_embedder.dim
 
 
 def _write_phase_problems(mem, sessions) -> list[str]:

@@ -13,6 +13,10 @@ write/read latency percentiles, Raw-Node pointers, Raw Nodes, overflow repairs, 
 index size per history, whether the method is bounded, and read/write violation counts. ``paired`` holds
 A − B per pair of methods on the histories both ran, with a paired cluster-bootstrap interval; ``win``
 names the better method only when the interval excludes 0.
+
+Raw-text Support Recall (gold turns shown as their stored text or original image) is the headline: it comes
+first in ``report.md``, with the caption-inclusive Support Recall beside it, because captions and crops depend
+on the perception backend and are cheap to show.
 """
 from __future__ import annotations
 
@@ -26,10 +30,18 @@ from ..machine import describe as describe_machine
 from ..types import CATEGORIES, as_json_dict
 from .metrics import RETRIEVAL_CATEGORIES, aggregate, paired_difference
 
-PAIRED_METRICS = ("support_recall", "oracle_reader_acc", "route_hit")
+#: paired in this order; report.md shows the first three (raw-text SR, the headline, before caption SR)
+PAIRED_METRICS = ("raw_support_recall", "support_recall", "oracle_reader_acc", "route_hit")
+#: how the report names a metric: the two Support Recalls must never be mistaken for each other
+LABELS = {"raw_support_recall": "Raw-text Support Recall (no captions)",
+          "support_recall": "Support Recall incl. captions/crops",
+          "oracle_reader_acc": "oracle-reader accuracy", "route_hit": "Route-Hit"}
 TABLE_METRICS = (("oracle_reader_acc", "Oracle-reader accuracy (evidence-only: all gold evidence in context; "
                   "AR without evidence: no misleading item; Overall = IE/MSR/TR/KU) ×100", 100),
-                 ("support_recall", "Support Recall ×100", 100),
+                 ("raw_support_recall", "Raw-text Support Recall ×100 (gold turns shown as raw text or original "
+                  "image; captions and crops do not count)", 100),
+                 ("support_recall", "Support Recall incl. captions/crops ×100 (a caption or crop of a gold image "
+                  "turn counts)", 100),
                  ("route_hit", "Route-Hit ×100", 100))
 
 
@@ -95,13 +107,14 @@ def _diff_cell(d: dict | None, a: str, b: str) -> str:
     return f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]{mark}"
 
 
-def paired_markdown(paired: dict, metric: str = "support_recall") -> list[str]:
+def paired_markdown(paired: dict, metric: str = "raw_support_recall") -> list[str]:
     """The paired table: A − B ×100 per length and category, the winner named only when 0 is excluded."""
     if not paired:
         return []
     cats = [c for c in CATEGORIES if any(c in row for p in paired.values() for row in p.values())] + ["overall"]
-    lines = [f"## Paired differences, {metric.replace('_', ' ')} (A − B ×100, 95% paired cluster bootstrap over "
-             "the same histories; the better method is named only when the interval excludes 0)", "",
+    label = LABELS.get(metric, metric.replace("_", " "))
+    lines = [f"## Paired differences, {label}: A − B ×100 (95% paired cluster bootstrap over the same histories; "
+             "the better method is named only when the interval excludes 0)", "",
              "| A vs B | length | " + " | ".join(c if c != "overall" else "Overall" for c in cats) + " |",
              "|---|---|" + "---|" * len(cats)]
     for name, by_len in paired.items():
@@ -136,7 +149,7 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
               "- every figure is measured by the harness (contexts recounted from their items, indexes from their "
               "snapshots); a context over the reader budget is a violation and scores 0; Overall pools "
               f"{'/'.join(RETRIEVAL_CATEGORIES)} (AR is reported on its own)", ""]
-    for metric in PAIRED_METRICS[:2]:
+    for metric in PAIRED_METRICS[:3]:
         lines += paired_markdown(paired or {}, metric)
     lengths = sorted({length for by_len in metrics.values() for length in by_len}, key=_length_key)
     cats = [c for c in CATEGORIES if any(c in row for by_len in metrics.values() for row in by_len.values())]
@@ -154,13 +167,14 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
             lines.append(f"| {_label(method, by_len)} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["## Intervals (overall, 95% cluster bootstrap over histories)", "",
-              "| Method | Length | Oracle-reader | Support Recall | Route-Hit |", "|---|---|---|---|---|"]
+              "| Method | Length | Raw-text Support Recall (no captions) | Support Recall incl. captions/crops | "
+              "Oracle-reader | Route-Hit |", "|---|---|---|---|---|---|"]
     for method, by_len in metrics.items():
         for length, row in by_len.items():
             o = row["overall"]
             fmt = lambda e: "–" if e["mean"] is None else f"{100 * e['mean']:.1f} [{100 * e['lo']:.1f}, {100 * e['hi']:.1f}]"
-            lines.append(f"| {method} | {length} | {fmt(o['oracle_reader_acc'])} | {fmt(o['support_recall'])} | "
-                         f"{fmt(o['route_hit'])} |")
+            lines.append(f"| {method} | {length} | {fmt(o['raw_support_recall'])} | {fmt(o['support_recall'])} | "
+                         f"{fmt(o['oracle_reader_acc'])} | {fmt(o['route_hit'])} |")
     lines += ["", "## Resources (per question / per session / per history)", "",
               "| Method | Length | Histories | Context tokens | Text tokens | Image tokens | Images | Raw Nodes in context | "
               "Pool size | Nodes scored (self-reported) | Nodes read from store | Read ms p50/p95 | Write ms p50/p95 | Raw-Node pointers | "
@@ -183,9 +197,10 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
               "scored 0. Reads are served by the method reloaded from its last snapshot; *Reads after reload* "
               "compares them with the live instance that did the writes (changed = it kept state the snapshot "
               "does not hold). A method that searches the Cold Store at read time is marked so: its index size "
-              "is not all it reads from.", "",
-              "| Method | Length | Bounded | Entries | Pages | Index tokens | Index KiB | Write violations | "
-              "Read violations | Reads after reload |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "is not all it reads from, and *Cold-Store search KiB* (mean per history, measured on the store) is "
+              "the full-text index's text plus one float32 vector per Raw Node, beside the bounded index.", "",
+              "| Method | Length | Bounded | Entries | Pages | Index tokens | Index KiB | Cold-Store search KiB | "
+              "Write violations | Read violations | Reads after reload |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for method, by_len in metrics.items():
         for length, row in by_len.items():
             o = row["overall"]
@@ -197,9 +212,11 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
             checked, changed = o.get("reload_checked", 0), o.get("reload_changed", 0)
             reload = ("–" if not checked else f"same ({checked} asked)" if not changed
                       else f"**changed {changed}/{checked}**")
+            cold = f"{o['cold_search_bytes_mean'] / 1024:.0f}" if o.get("searches_cold_store") and \
+                o.get("cold_search_bytes_mean") else "–"
             lines.append(f"| {method} | {length} | {bounded} | "
                          f"{cell('entries')} | {cell('pages')} | {cell('index_tokens')} | "
-                         f"{cell('index_bytes', 1024)} | {o.get('write_violations', 0)} | "
+                         f"{cell('index_bytes', 1024)} | {cold} | {o.get('write_violations', 0)} | "
                          f"{o.get('read_violations', 0)} | {reload} |")
     return "\n".join(lines) + "\n"
 
@@ -217,11 +234,11 @@ def plots(metrics: dict, out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for method, by_len in metrics.items():
         lengths = list(by_len)
-        for ax, metric in zip(axes, ("oracle_reader_acc", "support_recall")):
-            ax.plot(lengths, [100 * by_len[length]["overall"][metric]["mean"] for length in lengths], marker="o",
-                    label=method)
+        for ax, metric in zip(axes, ("oracle_reader_acc", "raw_support_recall")):
+            means = [by_len[length]["overall"][metric]["mean"] for length in lengths]  # None: results predate it
+            ax.plot(lengths, [float("nan") if v is None else 100 * v for v in means], marker="o", label=method)
             ax.set_xlabel("history length (text tokens)")
-            ax.set_ylabel(f"{metric.replace('_', ' ')} ×100")
+            ax.set_ylabel(f"{LABELS[metric]} ×100")
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend()
@@ -247,7 +264,7 @@ def plots(metrics: dict, out: Path) -> list[Path]:
     return written
 
 
-def paired_plot(paired: dict, out: Path, metric: str = "support_recall") -> Path | None:
+def paired_plot(paired: dict, out: Path, metric: str = "raw_support_recall") -> Path | None:
     """The first method against each other one: A − B per category with its paired 95% interval, one panel
     per length."""
     try:
@@ -276,7 +293,7 @@ def paired_plot(paired: dict, out: Path, metric: str = "support_recall") -> Path
             ax.bar(xs, mean, width, yerr=err, capsize=2, label=name)
         ax.axhline(0, color="black", lw=0.8)
         ax.set_xticks([i + width * (len(paired) - 1) / 2 for i in range(len(cats))], cats)
-        ax.set_title(f"{length}: A − B, {metric.replace('_', ' ')} ×100")
+        ax.set_title(f"{length}: A − B, {LABELS.get(metric, metric)} ×100")
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()

@@ -4,10 +4,12 @@ Input is what ``harness.run_eval`` returns and ``harness.load_results(OUT)`` rea
 ``{method: {length: [HistoryResult]}}``. Every number comes from ``metrics.aggregate`` and
 ``metrics.paired_difference``, so the definitions are the harness's own:
 
-- one table per metric (oracle-reader accuracy, Support Recall, evidence-check accuracy and judged accuracy
-  when the results hold them): rows = methods, columns = IE, MSR, TR, KU, AR each × the lengths present
-  (32k, 64k, 128k first) and Overall × lengths; Overall pools IE/MSR/TR/KU (AR is reported on its own).
-  Values ×100, the best per column in bold (ties all bold), ``–`` where a method has no result;
+- one table per metric (raw-text Support Recall first — the headline, since captions and crops depend on the
+  perception backend — then Support Recall incl. captions/crops beside it, oracle-reader accuracy, and
+  evidence-check and judged accuracy when the results hold them): rows = methods, columns = IE, MSR, TR, KU,
+  AR each × the lengths present (32k, 64k, 128k first) and Overall × lengths; Overall pools IE/MSR/TR/KU
+  (AR is reported on its own). Values ×100, the best per column in bold (ties all bold), ``–`` where a method
+  has no result;
 - a resources table per length (context tokens, images, latencies, peak index, violations);
 - the reference method (default ``c3m``) against the strongest other method of each cell, as a paired
   cluster-bootstrap difference on the same histories;
@@ -23,14 +25,18 @@ from pathlib import Path
 from ..types import CATEGORIES
 from .metrics import RETRIEVAL_CATEGORIES, aggregate, in_category, paired_difference
 
-#: (metric, title) in the order the tables are written; evidence_acc and judged_acc only when present
-TABLE1_METRICS = (("oracle_reader_acc", "Oracle-reader accuracy (all gold evidence in the context; AR without "
+#: (metric, title) in the order the tables are written, the headline first; the title before " (" names the
+#: paired table. raw_support_recall, evidence_acc and judged_acc only when present (older results lack them)
+TABLE1_METRICS = (("raw_support_recall", "Raw-text Support Recall (share of gold evidence turns shown as raw "
+                   "text or original image; captions and crops do not count)"),
+                  ("support_recall", "Support Recall incl. captions/crops (share of gold evidence turns in the "
+                   "context, raw or as a caption or crop of their own image)"),
+                  ("oracle_reader_acc", "Oracle-reader accuracy (all gold evidence in the context; AR without "
                    "evidence: no misleading item)"),
-                  ("support_recall", "Support Recall (share of gold evidence turns in the context)"),
                   ("evidence_acc", "Evidence-check accuracy (evidence-check-v1: every support detail visible in "
                    "some shown form)"),
                   ("judged_acc", "Judged answer accuracy"))
-OPTIONAL_METRICS = ("evidence_acc", "judged_acc")
+OPTIONAL_METRICS = ("raw_support_recall", "evidence_acc", "judged_acc")
 _FIXED_LENGTHS = ("32k", "64k", "128k")
 DASH = "–"
 
