@@ -172,7 +172,7 @@ def run_demo(store: str | Path, *, dataset_dir: str | Path | None = None, echo: 
 
     t0 = time.perf_counter()
     cfg = config or MemoryConfig()
-    models = Models.from_names(cfg.text_embedder, cfg.token_counter, cfg.answerer, cfg.perception, cfg.image_embedder)
+    models = Models.from_config(cfg)
     own = cfg.perception in ("none", "", None)
     if own:  # no backend chosen: the demo's drawings describe themselves (ground truth, named as such)
         models.perception = demo_perception()

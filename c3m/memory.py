@@ -52,9 +52,7 @@ class Memory:
         method_class(self.config.method)  # an unknown name fails before the store is opened
         self._parent = _parent
         self.store = _parent.store if _parent is not None else ColdStore(path)
-        self.models = models or Models.from_names(self.config.text_embedder, self.config.token_counter,
-                                                  self.config.answerer, self.config.perception,
-                                                  self.config.image_embedder, store=self.store)
+        self.models = models or Models.from_config(self.config, store=self.store)
         self.method: MemoryMethod = self._new_method()
         self._view: tuple | None = None  # ((snapshot key, version, forgets), SnapshotView): snapshot_view cache
         self._tenants: dict[str, Memory] = {self.namespace: self}

@@ -186,7 +186,7 @@ def main(argv=None) -> int:
 
     cfg = MemoryConfig()
     store = ColdStore(args.store, create=False)
-    models = Models.from_names(cfg.text_embedder, cfg.token_counter, cfg.answerer, "none", "none", store=store)
+    models = Models.from_config(cfg, store=store, perception="none", image_embedder="none")
     histories = {h.id: h for h in load_dataset(args.dataset)}
     namespaces = [ns for ns in histories if store.head_seq(ns) > 0]
     if not namespaces:

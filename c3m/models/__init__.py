@@ -214,6 +214,16 @@ class Models:
             "image_embedder": lambda: make_image_embedder(image_embedder, text_embedder=models.text_embedder)}
         return models
 
+    #: the model slots, by name (a config names each one's backend in a field of the same name)
+    SLOTS = ("text_embedder", "token_counter", "answerer", "perception", "image_embedder")
+
+    @classmethod
+    def from_config(cls, cfg, *, store=None, **overrides: str) -> "Models":
+        """The backends a ``MemoryConfig`` (or any object with the ``SLOTS`` fields) names, built on first use;
+        ``overrides`` replace some by name (``perception="none"``)."""
+        names = {slot: overrides.get(slot, getattr(cfg, slot)) for slot in cls.SLOTS}
+        return cls.from_names(**names, store=store)
+
     def __getattr__(self, name: str):
         """Only reached for a backend not built yet: build it now, keep it."""
         pending = self.__dict__.get("_pending")
