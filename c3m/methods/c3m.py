@@ -79,6 +79,7 @@ class C3MConfig:
     window_k: int = 16
     rounds: bool = True            # round partners (the reply to a user turn, the question before a reply)
     length_price: float = 0.2      # reranked order: z(score) − price · log(1 + chars / 4) (read.pipeline.ranked)
+    rerank_lam: float = 0.0        # session-coverage weight in composition after the reranker (lam: without it)
     # read: the unified reader
     reader: str = "unified"        # "unified" | "c3m" (C3M-only: raw text + original images)
     expansion: bool = True         # anchor-graph one-hop expansion of the routed entries
@@ -127,7 +128,8 @@ class C3MConfig:
             raise InvalidInput("method_options.forms", f"unknown or empty evidence forms {list(self.forms)}",
                                fix=f"choose a non-empty subset of {list(FORM_NAMES)}")
         for k in ("candidates", "entries_k", "pool", "k_exp", "k_edge", "unit_tokens", "summary_tokens", "threshold",
-                  "lam_tokens", "gamma", "lam", "capacity_room", "cold_k", "window_k", "length_price"):
+                  "lam_tokens", "gamma", "lam", "capacity_room", "cold_k", "window_k", "length_price",
+                  "rerank_lam"):
             if getattr(self, k) < 0:
                 raise InvalidInput(f"method_options.{k}", f"must be >= 0, got {getattr(self, k)}", fix=f"{k} = 0 or more")
 
@@ -139,8 +141,12 @@ class C3MConfig:
                               pool=self.pool, length_price=self.length_price)
 
     def compose(self) -> ComposeConfig:
-        return ComposeConfig(forms=self.forms, threshold=self.threshold, lam_tokens=self.lam_tokens, lam_cov=self.lam,
-                             image_token_model=self.image_token_model)
+        """Composition's settings. After the reranker the session-coverage bonus is ``rerank_lam`` (default 0): the
+        model already weighs a turn's session, and a bonus for new sessions would override its order (measured out
+        of fold on Mem-Gallery dev: 0.05 → 0 moved raw SR 63.2 → 63.8 and halved the solver's time)."""
+        reranked = self.reader == "unified" and self.reranker != "bmer"
+        return ComposeConfig(forms=self.forms, threshold=self.threshold, lam_tokens=self.lam_tokens,
+                             lam_cov=self.rerank_lam if reranked else self.lam, image_token_model=self.image_token_model)
 
 
 #: the C3M paper as written (C3M §2–3): one incoming entry per session, vector-only RAMU candidates, BMER over
@@ -177,7 +183,7 @@ class C3M(MemoryMethod):
                               "expansion_pages",
                               "k_exp", "k_edge", "visual_anchors", "idf", "forms", "selector", "threshold",
                               "lam_tokens", "image_token_model", "cold", "reranker", "cold_k", "window_k", "rounds",
-                              "length_price"})
+                              "length_price", "rerank_lam"})
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -369,6 +375,9 @@ class C3M(MemoryMethod):
         device)."""
         ms = [m for m, _, _ in requests]
         questions = [q for _, q, _ in requests]
+        for m in dict.fromkeys(ms):
+            if m.node_keys is not None:
+                m.node_keys.sync()
         Q = query_vectors([m.models.text_embedder for m in ms], questions)
         keys = _describe_many(ms, questions)
         device = ms[0].device if ms else "cpu"
@@ -386,7 +395,10 @@ class C3M(MemoryMethod):
                 out[i] = found
             else:
                 staged.append((i, found))
-        pools = expand_pools([requests[i][0]._pool_job(Q[i], found) for i, found in staged], device=device)
+        lookups = [requests[i][0].node_keys.id_vectors if requests[i][0].node_keys is not None else None
+                   for i, _ in staged]
+        pools = expand_pools([requests[i][0]._pool_job(Q[i], found) for i, found in staged], device=device,
+                             id_vectors=lookups)
         return Q, keys, out, staged, pools, device
 
     def rerank_inputs(self, questions: Sequence[str], budget: ReaderBudget) -> list:
@@ -411,8 +423,6 @@ class C3M(MemoryMethod):
         reqs = []
         for i, (pages, members, n_routed, n_expanded), (ids, pool) in staged:
             m = requests[i][0]
-            if m.node_keys is not None:
-                m.node_keys.sync()
             first, now = m._time_span()
             hits = IndexHits(pages, members, n_routed, n_expanded, ids, pool,
                              m._page_reach(pages) if not m.searches_cold_store and m.cfg.rounds else frozenset())

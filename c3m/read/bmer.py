@@ -18,6 +18,7 @@ The route trace logs every stage, so update, routing and answerer failures can b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -85,6 +86,11 @@ def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBud
     return chosen, [(e, e_score[e.entry_id]) for e in routed[: cfg.entries_k]]
 
 
+#: nodes ranked beyond the pool when their vectors are known without fetching, so a few redacted ones do not force a
+#: second pass
+POOL_SLACK = 8
+
+
 def _pool_owners(members, namespace: str) -> tuple[list[str], dict[str, tuple]]:
     """Expand (entry, score[, tag]) members into Src(e) Raw-Node ids: (sorted ids, {id: (best-scoring owner entry,
     its score, its tag)})."""
@@ -121,29 +127,49 @@ def expand_pool(members, namespace: str, q: np.ndarray, cfg: BmerConfig, *, get_
     return expand_pools([(members, namespace, q, cfg, get_nodes, vectors)])[0]
 
 
-def expand_pools(jobs, *, device: str = "cpu") -> list[tuple[list[str], list]]:
+def expand_pools(jobs, *, device: str = "cpu", id_vectors: Sequence | None = None) -> list[tuple[list[str], list]]:
     """``expand_pool`` for many ``(members, namespace, q, cfg, get_nodes, vectors)`` jobs at once (the batched
     read): one ``get_nodes`` call per store for every job's expanded nodes, one ragged top-k launch for every
-    job's ranking. Each job's result is what it gets alone."""
+    job's ranking. Each job's result is what it gets alone.
+
+    ``id_vectors[b]`` (optional, per job): node ids -> their shared vectors without fetching the nodes (the Cold-Store
+    channel's ``NodeKeys`` holds them), or None when it does not know them all. A job with it is ranked first and
+    only its best nodes are fetched (a spill entry can point at hundreds), with the same scores and order."""
     from .batch import segments_topk
 
-    owners, want = [], {}
-    for members, namespace, *_rest, get_nodes, _ in jobs:
+    lookups = list(id_vectors) if id_vectors is not None else [None] * len(jobs)
+    owners, want, known = [], {}, []
+    for (members, namespace, *_rest, get_nodes, _), lookup in zip(jobs, lookups):
         expanded, owner = _pool_owners(members, namespace)
         owners.append((expanded, owner))
-        want.setdefault(get_nodes, set()).update(expanded)  # bound store methods: equal for one store
+        V = lookup(expanded) if lookup is not None and expanded else None
+        known.append(V)
+        if V is None:
+            want.setdefault(get_nodes, set()).update(expanded)  # bound store methods: equal for one store
     fetched = {get: get(sorted(ids)) for get, ids in want.items()}
     segs, ks = [], []
-    for (_, _, q, cfg, get_nodes, vectors), (expanded, _) in zip(jobs, owners):
-        nodes = fetched[get_nodes]
-        segs.append(vectors([nodes[n] for n in expanded]) if expanded else np.zeros((0, len(q)), np.float32))
-        ks.append(min(cfg.pool, len(expanded)))
+    for (_, _, q, cfg, get_nodes, vectors), (expanded, _), V in zip(jobs, owners, known):
+        if V is None:
+            nodes = fetched[get_nodes]
+            V = vectors([nodes[n] for n in expanded]) if expanded else np.zeros((0, len(q)), np.float32)
+        segs.append(V)
+        ks.append(min(cfg.pool + (POOL_SLACK if known[len(segs) - 1] is not None else 0), len(expanded)))
     Q = np.stack([np.asarray(job[2], np.float32) for job in jobs]) if jobs else np.zeros((0, 0), np.float32)
     ranked = segments_topk(Q, segs, ks, device=device) if jobs else []
+    late: dict = {}
+    for (_, _, _, _, get_nodes, _), (expanded, _), V, (_, idx) in zip(jobs, owners, known, ranked):
+        if V is not None:
+            late.setdefault(get_nodes, set()).update(expanded[int(i)] for i in idx if i >= 0)
+    for get, ids in late.items():
+        fetched.setdefault(get, {}).update(get(sorted(ids)))
     out = []
-    for (_, _, q, cfg, get_nodes, _), (expanded, owner), V, (_, idx) in zip(jobs, owners, segs, ranked):
-        pool = _pool_from_ranked(expanded, owner, fetched[get_nodes], V, q, idx, cfg) if expanded else []
-        out.append((expanded, pool))
+    for (members, namespace, q, cfg, get_nodes, vectors), (expanded, owner), V, seg, (_, idx), lookup in zip(
+            jobs, owners, known, segs, ranked, lookups):
+        pool = _pool_from_ranked(expanded, owner, fetched[get_nodes], seg, q, idx, cfg) if expanded else []
+        if V is not None and len(pool) < min(cfg.pool, len(expanded)) and len(idx) < len(expanded):
+            # redacted nodes ate the slack: this job again, every node fetched (rare: only after a forget)
+            (_, pool), = expand_pools([(members, namespace, q, cfg, get_nodes, vectors)], device=device)
+        out.append((expanded, pool[:cfg.pool]))
     return out
 
 

@@ -183,6 +183,13 @@ class NodeKeys(DenseScorer):
             self._times_np = np.array(self.times, dtype="datetime64[s]")
         return self._times_np
 
+    def id_vectors(self, ids: Sequence[str]) -> np.ndarray | None:
+        """The vectors of these node ids (their rows), or None when one is not held (not synced yet)."""
+        rows = [self.row.get(i) for i in ids]
+        if any(r is None for r in rows):
+            return None
+        return self.vectors[rows]
+
     def neighbours(self, row: int) -> tuple[int, int]:
         """The rows of the turns before and after ``row`` in its session (-1 where there is none)."""
         s = self.sessions[row]
