@@ -15,7 +15,7 @@ EXPECTED = {("text_embedder", "minilm"), ("text_embedder", "hashing"), ("token_c
             ("judge", "em"), ("judge", "f1"), ("judge", "contains"), ("judge", "api"), ("anchors", "spacy"), ("anchors", "heuristic"),
             ("extractor", "oracle"), ("summarizer", "lead"), ("local", "local"),
             ("image_embedder", "scene-encoder"), ("selector", "rule"), ("selector", "ppo"),
-            ("relation_head", "feature"), ("relation_head", "mlp")}
+            ("relation_head", "feature"), ("relation_head", "mlp"), ("reranker", "rrf"), ("reranker", "lgbm")}
 
 
 def rows_by_name() -> dict[tuple[str, str], dict]:
@@ -80,3 +80,11 @@ def test_listing_loads_no_heavy_module():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
+
+
+def test_reranker_row_names_lightgbm_when_it_is_missing(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lightgbm" else real(name, *a))
+    row = rows_by_name()[("reranker", "lgbm")]
+    assert not row["available"] and "lightgbm" in row["reason"] and "rrf" in row["detail"]
+    assert rows_by_name()[("reranker", "rrf")]["available"]

@@ -250,3 +250,14 @@ def test_trainer_smoke_runs_end_to_end(tmp_path):
     assert "SR@12" in report and "cold" in report and "bounded" in report
     assert (out.parent / "cv" / "folds.json").is_file()
     assert F.FEATURES == tuple(model.booster.feature_name())
+
+
+def test_cold_channel_on_both_store_backends(store_location):
+    cfg = MemoryConfig(method="c3m", text_embedder="hashing", token_counter="approx",
+                       write_budget=MemoryConfig().write_budget.scaled(0.25), method_options={"reranker": "rrf"})
+    with Memory(store_location, "u", config=cfg) as mem:
+        for s in _history()[:12]:
+            mem.add_session(s)
+        ctx = mem.retrieve("What is the kayak paddle made of?", ReaderBudget(raw_nodes=4))
+        assert any("carbon fibre" in i.text for i in ctx.items)
+        assert "Cold-Store search" in ctx.trace.notes[0]

@@ -469,8 +469,8 @@ def test_idf_ablation_changes_which_neighbour_is_expanded(tmp_path):
         assert len(mem.method.index.entries) == len(texts)
     q = "Which mug, the mug I saw at the Leeds market?"
     got = {}
-    for idf in (True, False):
-        with _open(tmp_path, models, delta=1.0, entries_k=1, k_exp=1, idf=idf) as mem:
+    for idf in (True, False):  # the index alone (cold=false): the Cold-Store search would find s5 either way
+        with _open(tmp_path, models, delta=1.0, entries_k=1, k_exp=1, idf=idf, cold=False) as mem:
             ctx = mem.retrieve(q, ReaderBudget())
             got[idf] = {i.provenance.session_id for i in ctx.items}
     assert "s0" in got[True] and "s0" in got[False]  # the routed entry
