@@ -197,3 +197,32 @@ def test_report_headline_is_raw_text_support_recall_beside_caption_recall():
     assert row(intervals, "Method")[2:4] == ["Raw-text Support Recall (no captions)",
                                              "Support Recall incl. captions/crops"]
     assert row(intervals, "a")[2:4] == ["0.0 [0.0, 0.0]", "100.0 [100.0, 100.0]"]
+
+
+def test_shared_embeddings_leave_no_method_an_embedding_to_pay(tmp_path):
+    """The harness embeds a history's turns once before any method replays it; the replay then finds every vector
+    in the worker's memo (so no method's write time carries the shared embeddings), and they are the same vectors."""
+    from c3m import Memory
+    from c3m.eval import harness
+    from c3m.eval.synth import generate_dataset
+    from c3m.dataset import load_dataset
+
+    (h,) = load_dataset(generate_dataset(tmp_path / "d", length=4000, episodes=1, seed=3, progress=False,
+                                         preset="hard", split="dev"))
+    cfg = MemoryConfig(method="dense-topk", text_embedder="hashing", token_counter="approx")
+    args = (h, str(tmp_path / "s"), cfg, None, "4k", (str(tmp_path),), None, None, None, ())
+    harness._models.cache_clear()
+    assert harness._shared_embeddings(args) > 0
+    models = harness._models(cfg.text_embedder, cfg.token_counter, cfg.answerer, "none", cfg.image_embedder)
+    before = models.text_embedder.misses
+    with Memory(tmp_path / "s", "h", config=cfg, models=models) as mem:
+        for s in h.sessions:
+            mem.add_session(s)
+        nodes = list(mem.store.iter_nodes("h"))
+        shared = mem.method.node_vectors(nodes)
+        assert models.text_embedder.misses == before
+        want = models.text_embedder.inner.embed(mem.method.embedding_texts(nodes))  # what a method alone computes
+    assert np.array_equal(shared, want)
+    skipped = (h, str(tmp_path / "p"), MemoryConfig(method="dense-topk", perception="oracle"), None, "4k",
+               (str(tmp_path),), None, None, None, ())
+    assert harness._shared_embeddings(skipped) == 0.0  # captions are in the embedded texts: left to the replay

@@ -191,9 +191,37 @@ def _replay_job(history: History, store: str, config: MemoryConfig, budget: Read
 
 
 def _history_job(runs: list[tuple]) -> list[HistoryResult]:
-    """Every pending method on one history, one after the other in one process: the methods then share the
-    process's embedding memo (the same texts, the same vectors), so only the first one pays for embedding."""
-    return [r for args in runs for r in _replay_job(*args)]
+    """Every pending method on one history, one after the other in one process: the methods share the process's
+    embedding memo (the same texts, the same vectors). The history's turns are embedded first, session by session
+    (``_shared_embeddings``), so that no method's write time carries the embeddings every method reads."""
+    seconds = _shared_embeddings(runs[0]) if runs else 0.0
+    out = [r for args in runs for r in _replay_job(*args)]
+    for r in out:
+        r.shared_embed_seconds = seconds
+    return out
+
+
+def _shared_embeddings(args: tuple) -> float:
+    """Embed a history's turn texts into the worker's memo, one batch per session exactly as a method's ``prepare``
+    sends them (the same texts in the same order: the same vectors bit for bit), and return the seconds it took.
+    With a perception backend the embedded texts carry captions, which only the replay computes: skipped."""
+    import time
+
+    history, config = args[0], args[2]
+    if config.perception not in (None, "none"):
+        return 0.0
+    models = _models(config.text_embedder, config.token_counter, config.answerer, "none", config.image_embedder)
+    t0 = time.perf_counter()
+    for session in history.sessions:
+        texts = []
+        for i, turn in enumerate(session.turns):  # methods.base.node_text without captions
+            text = turn.text.strip()
+            if not text:
+                text = (f"[image] {session.turns[i - 1].text.strip() if i else ''}".strip() if turn.images
+                        else "[empty]")
+            texts.append(text)
+        models.text_embedder.embed(list(dict.fromkeys(texts)))
+    return time.perf_counter() - t0
 
 
 def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *, config: MemoryConfig | None = None,

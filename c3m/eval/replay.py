@@ -107,6 +107,7 @@ class HistoryResult:
     write_violations: list[dict] = field(default_factory=list)  # {"session", "over", "use"} of a bounded method
     searches_cold_store: bool = False  # the serving instance's declaration (MemoryMethod.searches_cold_store)
     cold_search_bytes: int = 0  # what a Cold-Store search reads beside the index: FTS text + float32 node vectors
+    shared_embed_seconds: float = 0.0  # the history's turns embedded once for every method (harness), not in writes
     reload_checked: int = 0   # questions also asked of the live instance that did the writes
     reload_changed: int = 0   # ... whose context differed from the reloaded instance's (state outside the snapshot)
     reload_example: str | None = None  # the first such question and what differed
