@@ -103,6 +103,8 @@ def run(args) -> dict:
                         mem.add_history(h)
                     qs = [q.question for q in h.questions]
                     mem.method.retrieve(qs[0], budget)  # warm: model loads, Cold-Store keys, reranker
+                    if hasattr(mem.method, "anchors"):  # every method describes its questions afresh
+                        mem.method.anchors.memo.clear()
                     clock = StageClock() if base in ("c3m", "c3m-paper") else None
                     try:
                         for q in qs:
