@@ -266,15 +266,21 @@ def enforce(index: ActiveIndex, budget: WriteBudget, head, count, delta: float, 
             step["pointers"] += moved
             step.setdefault("pages_merged", []).append(page_b)
             continue
-        spills = index.ordered()
-        if "index_tokens" in over and spills and spills[0].compact < MAX_COMPACT:
-            spills[0].compact = MAX_COMPACT
-            continue
-        raise CapacityError(f"the write budget's {', '.join(over)} cannot hold this index even "
-                            f"as one spill entry (usage {index.usage(count)}, budget {budget.as_tuple()})",
-                            fix=f"raise write_budget.{over[0]} (e.g. WriteBudget.scaled) or use a smaller history")
+        _last_resort(index, budget, count, over)
     assert index.sources() == before, "capacity repair changed the pointer set"
     return log
+
+
+def _last_resort(index: ActiveIndex, budget: WriteBudget, count, over) -> None:
+    """Every entry is one spill and a limit still fails: compact the spill's routing text fully when tokens are
+    over (the caller loops again), else the budget cannot hold this history's pointers at all."""
+    spills = index.ordered()
+    if "index_tokens" in over and spills and spills[0].compact < MAX_COMPACT:
+        spills[0].compact = MAX_COMPACT
+        return
+    raise CapacityError(f"the write budget's {', '.join(over)} cannot hold this index even "
+                        f"as one spill entry (usage {index.usage(count)}, budget {budget.as_tuple()})",
+                        fix=f"raise write_budget.{over[0]} (e.g. WriteBudget.scaled) or use a smaller history")
 
 
 def _enforce_stepwise(index: ActiveIndex, budget: WriteBudget, head, count, delta: float) -> list[dict]:
@@ -310,12 +316,6 @@ def _enforce_stepwise(index: ActiveIndex, budget: WriteBudget, head, count, delt
             log.append({"action": "overflow_repair", "moved": b.entry_id, "into": a.entry_id, "page": page_b,
                         "pointers": moved, "labels": {}, "over": over, "pages_merged": True})
             continue
-        spills = index.ordered()
-        if "index_tokens" in over and spills and spills[0].compact < MAX_COMPACT:
-            spills[0].compact = MAX_COMPACT
-            continue
-        raise CapacityError(f"the write budget's {', '.join(over)} cannot hold this index even "
-                            f"as one spill entry (usage {index.usage(count)}, budget {budget.as_tuple()})",
-                            fix=f"raise write_budget.{over[0]} (e.g. WriteBudget.scaled) or use a smaller history")
+        _last_resort(index, budget, count, over)
     assert index.sources() == before, "capacity repair changed the pointer set"
     return log
