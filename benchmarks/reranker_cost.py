@@ -1,4 +1,4 @@
-"""What reranking a question's candidates costs: the shipped LightGBM model against a cross-encoder pass, on the CPU.
+"""What reranking a question's candidates costs: the shipped LightGBM model (numpy and LightGBM) against a cross-encoder pass.
 
 A cross-encoder reads (question, candidate) together, so it runs one transformer pass per candidate; its compute is
 the shipped MiniLM-L6's forward over the pair text ("question [SEP] turn"), which is what is timed here (the
@@ -51,6 +51,12 @@ def main(argv=None) -> int:
     question = h.questions[0].question
     emb = MiniLMEmbedder()
     reranker = make_reranker("lgbm")
+    try:  # LightGBM's own predict, beside the numpy evaluation the reader uses
+        import lightgbm
+
+        booster = lightgbm.Booster(model_file=str(reranker.path))
+    except ImportError:
+        booster = None
     rng = np.random.default_rng(0)
     rows = []
     for n in [int(x) for x in args.candidates.split(",")]:
@@ -61,21 +67,24 @@ def main(argv=None) -> int:
             with threadpool_limits(threads):
                 cross = timed(lambda: emb.embed(pairs), args.repeats)
                 tree = timed(lambda: reranker.scores(X, np.zeros(n, int)), args.repeats * 20)
-            rows.append((n, threads, float(np.median(cross)), float(np.median(tree))))
+                lgb = timed(lambda: booster.predict(X, num_threads=1), args.repeats * 20) if booster else [np.nan]
+            rows.append((n, threads, float(np.median(cross)), float(np.median(tree)), float(np.median(lgb))))
             print(rows[-1], flush=True)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    text = [f"# Reranker cost per question: LightGBM vs a MiniLM-L6 cross-encoder pass (CPU)", "",
+    text = ["# Reranker cost per question: LightGBM vs a MiniLM-L6 cross-encoder pass (CPU)", "",
             f"`python benchmarks/reranker_cost.py {' '.join(argv if argv is not None else sys.argv[1:])}` — "
             f"{dt.date.today().isoformat()}, commit {commit}, {platform.processor() or platform.machine()}, "
             f"Python {platform.python_version()}; medians of {args.repeats} (cross-encoder) and {args.repeats * 20} "
             f"(trees) runs; pairs are \"question [SEP] turn\" over real Mem-Gallery dev turns.", "",
-            "| candidates | threads | cross-encoder pass ms | LightGBM ms | ratio |", "|---:|---:|---:|---:|---:|"]
-    text += [f"| {n} | {t} | {c:.1f} | {g:.3f} | {c / g:,.0f}× |" for n, t, c, g in rows]
+            "| candidates | threads | cross-encoder pass ms | trees in numpy (the reader's) ms | LightGBM predict ms | "
+            "cross-encoder / numpy trees |", "|---:|---:|---:|---:|---:|---:|"]
+    text += [f"| {n} | {t} | {c:.1f} | {g:.3f} | {b:.3f} | {c / g:,.0f}× |" for n, t, c, g, b in rows]
     text += ["", "The read budget is 50 ms per question (p95) for the whole reader, the reranker ≤ 5 ms of it; c3m's "
              "reader hands the reranker ~100 candidates. A cross-encoder over them would take the whole budget many "
-             "times over before it ranks anything, so it was not trained; the tree model ranks them in under a "
-             "millisecond."]
+             "times over before it ranks anything, so it was not trained. The tree model ranks them in about a millisecond "
+             "in numpy (LightGBM's C predict is faster still, but importing LightGBM costs every reading process "
+             "~0.8 s; see c3m/read/trees.py)."]
     if args.out:
         Path(args.out).write_text("\n".join(text) + "\n")
     print("\n".join(text))

@@ -245,11 +245,11 @@ def test_trainer_smoke_runs_end_to_end(tmp_path):
     out = tmp_path / "m" / "reranker_lgbm.txt"
     assert train.main(["--smoke", "--out", str(out)]) == 0
     model = LgbmReranker(out)
-    assert model.booster.num_trees() > 0
+    assert model.trees.num_trees > 0
     report = (out.parent / "report.md").read_text()
     assert "SR@12" in report and "cold" in report and "bounded" in report
     assert (out.parent / "cv" / "folds.json").is_file()
-    assert F.FEATURES == tuple(model.booster.feature_name())
+    assert F.FEATURES == model.trees.feature_names
 
 
 def test_cold_channel_on_both_store_backends(store_location):

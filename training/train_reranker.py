@@ -291,8 +291,8 @@ CARD_HEAD = """# reranker (`reranker_lgbm.txt`) — lgbm-lambdarank-v1
   (`c3m/read/pipeline.py`) before the budget solver: one row of `c3m.read.features.FEATURES` per candidate (the
   channels' signals — dense cosine, Cold-Store BM25, the index's route and update chain — plus lexical overlap over
   the pool, names and numbers, date windows, recency, role, the round partner's and the session's scores).
-- Loaded by `reranker="lgbm"` (and by the default `auto` when LightGBM is installed); `rrf` (rrf-v1) is the named
-  fallback. The reader orders candidates by the score standardised per question minus a length price
+- Loaded by `reranker="lgbm"` and by the default `auto`, and evaluated in numpy (`c3m/read/trees.py`, tested
+  against LightGBM's own `Booster.predict`): reading needs no LightGBM. `rrf` (rrf-v1) is the named fallback. The reader orders candidates by the score standardised per question minus a length price
   (`length_price` 0.2 × log(1 + characters / 4)).
 - Trained by `training/train_reranker.py` on the synthetic `train` split (hard and easy presets) and the Mem-Gallery
   development dialogs (`benchmarks/data/memgallery-dev`), with and without the Cold-Store channels. No held-out set

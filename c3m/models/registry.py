@@ -89,13 +89,10 @@ def _shipped(kind: str, name: str, filename: str, ok: str, hint: str) -> dict[st
 
 
 def _lgbm() -> dict[str, Any]:
-    """The read path's LightGBM reranker: the shipped model file and the lightgbm package."""
-    row = _shipped("reranker", "lgbm", "reranker_lgbm.txt", "LightGBM LambdaRank over the read path's candidates, "
-                   "the default (auto) when installed (see models/weights/RERANKER_CARD.md)",
-                   "train it: python training/train_reranker.py")
-    missing = _missing("lightgbm")
-    return _row("reranker", "lgbm", missing, row["reason"], row["detail"], "pip install lightgbm (models extra); "
-                "without it c3m ranks with rrf-v1") if row["available"] else row
+    """The read path's reranker: the shipped LightGBM model file, evaluated in numpy (no package needed)."""
+    return _shipped("reranker", "lgbm", "reranker_lgbm.txt", "LightGBM LambdaRank model over the read path's "
+                    "candidates, evaluated in numpy; the default (auto) (see models/weights/RERANKER_CARD.md)",
+                    "train it: python training/train_reranker.py (without it c3m ranks with rrf-v1)")
 
 
 def available_backends() -> list[dict[str, Any]]:

@@ -8,11 +8,12 @@ feature rows of a whole batch of questions (one call).
 - ``lgbm`` (``LgbmReranker``, "lgbm-lambdarank-v1"): a LightGBM LambdaRank model trained by
   ``training/train_reranker.py`` (synthetic train split + the real development dialogs, grouped cross-validation
   by history) and shipped as ``c3m/models/weights/reranker_lgbm.txt`` with its card ``RERANKER_CARD.md``.
-  ``lgbm:PATH`` loads another model file. Its feature names are checked against ``FEATURES``.
+  ``lgbm:PATH`` loads another model file. Its feature names are checked against ``FEATURES``. The model is
+  evaluated in numpy (``c3m.read.trees``): LightGBM is needed to train it, not to read with it.
 - ``rrf`` (``FusionReranker``, "rrf-v1"): reciprocal-rank fusion (k = 60) of the channel rankings (dense cosine,
-  Cold-Store BM25, the index's relevance, pool BM25) — the named fallback when LightGBM is not installed, and the
+  Cold-Store BM25, the index's relevance, pool BM25) — the named fallback when no model file is there, and the
   baseline the learned model is measured against.
-- ``auto`` (default): ``lgbm`` when LightGBM imports, else ``rrf``.
+- ``auto`` (default): ``lgbm`` when the shipped model file is there, else ``rrf``.
 - ``xfit:DIR`` (evaluation only): cross-fitted models from ``training/train_reranker.py``'s grouped
   cross-validation — ``DIR/folds.json`` maps each history (namespace) to the fold model that never saw it, so a
   development set can be scored out of fold through the real harness. A namespace it does not list is refused.
@@ -67,29 +68,25 @@ class FusionReranker:
 
 
 class LgbmReranker:
-    """A LightGBM ranking model (module docstring); prediction is one ``Booster.predict`` over all rows."""
+    """A LightGBM ranking model file (module docstring), evaluated by ``c3m.read.trees.TreeEnsemble`` in numpy:
+    one call over all rows, no LightGBM import at read time."""
 
     def __init__(self, path: Path = SHIPPED):
-        try:
-            import lightgbm
-        except ImportError as exc:
-            raise InvalidInput("reranker", "the lgbm reranker needs LightGBM, which is not installed",
-                               fix="pip install lightgbm (it is in the models extra), or use reranker='rrf'") from exc
+        from .trees import TreeEnsemble
+
         if not Path(path).is_file():
             raise InvalidInput("reranker", f"no reranker model at {path}",
                                fix="train one with training/train_reranker.py, or use reranker='rrf'")
         self.path = Path(path)
-        self.booster = lightgbm.Booster(model_file=str(path))
-        names = tuple(self.booster.feature_name())
-        if names != FEATURES:
-            raise InvalidInput("reranker", f"the model at {path} was trained on other features ({len(names)} columns)",
+        self.trees = TreeEnsemble(path)
+        if self.trees.feature_names != FEATURES:
+            raise InvalidInput("reranker", f"the model at {path} was trained on other features "
+                               f"({len(self.trees.feature_names)} columns)",
                                fix="retrain it with training/train_reranker.py for this version of c3m")
         self.name = "lgbm-lambdarank-v1" if self.path == SHIPPED else f"lgbm:{self.path.name}"
 
     def scores(self, X: np.ndarray, groups: np.ndarray) -> np.ndarray:
-        if not len(X):
-            return np.zeros(0)
-        return np.asarray(self.booster.predict(X, num_threads=1), float)
+        return self.trees.predict(X)
 
 
 _CACHE: dict[str, Reranker] = {}
@@ -116,10 +113,6 @@ def make_reranker(name: str, namespace: str = "") -> Reranker:
     if name in _CACHE:
         return _CACHE[name]
     if name == "auto":
-        try:
-            import lightgbm  # noqa: F401  (only whether it imports)
-        except ImportError:
-            return make_reranker("rrf")
         got: Reranker = make_reranker("lgbm") if SHIPPED.is_file() else make_reranker("rrf")
     elif name == "rrf":
         got = FusionReranker()
