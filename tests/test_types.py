@@ -50,3 +50,24 @@ def test_node_ids_are_deterministic_and_distinct():
 def test_json_view():
     node = RawNode("n-1", Provenance("ns", "s1", 0, datetime(2026, 1, 1)), "user", "hi")
     assert as_json_dict(node)["provenance"]["time"] == "2026-01-01T00:00:00"
+
+
+def test_node_id_fast_path_equals_the_json_digest():
+    """node_id_for writes the JSON key directly for plain names: it must equal the json.dumps digest for any names
+    (quotes, backslashes, control and non-ASCII characters take the json.dumps path)."""
+    import hashlib
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from c3m.types import node_id_for
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.text(max_size=12), st.text(max_size=12), st.integers(-3, 10**9))
+    def check(ns, session, turn):
+        want = f"n-{hashlib.sha256(json.dumps([ns, session, turn]).encode()).hexdigest()[:20]}"
+        assert node_id_for(ns, session, turn) == want
+
+    check()
+    assert node_id_for("u", "s1", 0) == "n-" + hashlib.sha256(b'["u", "s1", 0]').hexdigest()[:20]

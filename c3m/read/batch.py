@@ -104,7 +104,7 @@ class SolveInstance:
 
 def solve_many(instances: Sequence[SolveInstance]) -> list[np.ndarray]:
     """Every instance's chosen mask [M_b] bool, from one padded ``budget_solve`` call per distinct λ (padding is
-    inert: ``lengths=``), each exactly what the instance gets alone."""
+    inert: ``lengths=``), each exactly what the instance gets alone; λ = 0 solves the exact knapsack."""
     from c3m_kernels.budget_solve import budget_solve
 
     out: list[np.ndarray | None] = [None] * len(instances)
@@ -129,8 +129,10 @@ def solve_many(instances: Sequence[SolveInstance]) -> list[np.ndarray]:
             gcost[b, :len(g.group_costs)] = g.group_costs
             cover[b, :m, :g.cover.shape[1]] = g.cover
             budgets[b] = g.budget
-        chosen = budget_solve(values, costs, budgets, groups=groups, group_costs=gcost, mode="coverage",
-                              coverage=cover, lam=lam, lengths=np.array([len(g.values) for g in group]))
+        # λ = 0: nothing to cover, so the exact knapsack is the same objective (one DP, no coverage search)
+        chosen = budget_solve(values, costs, budgets, groups=groups, group_costs=gcost,
+                              mode="coverage" if lam else "exact", coverage=cover if lam else None, lam=lam,
+                              lengths=np.array([len(g.values) for g in group]))
         for b, i in enumerate(idx):
             out[i] = np.asarray(chosen[b, :len(instances[i].values)], bool)
     return out  # type: ignore[return-value]
