@@ -141,7 +141,6 @@ class NodeKeys(DenseScorer):
         self.turns: list[int] = []
         self.roles: list[str] = []
         self.times: list[datetime] = []
-        self.session_rank: dict[str, int] = {}
         self.upto_seq = 0
         self.forgets = 0
         self._times_np: np.ndarray | None = None
@@ -158,7 +157,6 @@ class NodeKeys(DenseScorer):
             self.turns.append(n.turn_index)
             self.roles.append(n.role)
             self.times.append(n.time)
-            self.session_rank.setdefault(n.session_id, len(self.session_rank))
         self._times_np = None
 
     def sync(self) -> None:
@@ -189,14 +187,3 @@ class NodeKeys(DenseScorer):
         if any(r is None for r in rows):
             return None
         return self.vectors[rows]
-
-    def neighbours(self, row: int) -> tuple[int, int]:
-        """The rows of the turns before and after ``row`` in its session (-1 where there is none)."""
-        s = self.sessions[row]
-        before = row - 1 if row > 0 and self.sessions[row - 1] == s else -1
-        after = row + 1 if row + 1 < len(self.ids) and self.sessions[row + 1] == s else -1
-        return before, after
-
-    def nbytes(self) -> int:
-        """Bytes of this tenant's vectors (the Cold-Store dense search index's size)."""
-        return int(self.vectors.nbytes)
