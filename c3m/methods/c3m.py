@@ -136,6 +136,11 @@ class C3MConfig:
     def bmer(self) -> BmerConfig:
         return BmerConfig(**{f.name: getattr(self, f.name) for f in fields(BmerConfig)})
 
+    @property
+    def reranked(self) -> bool:
+        """The unified reader with a reranker (the pipeline), not the reader before it (``reranker="bmer"``)."""
+        return self.reader == "unified" and self.reranker != "bmer"
+
     def pipeline(self) -> PipelineConfig:
         return PipelineConfig(cold=self.cold, cold_k=self.cold_k, window_k=self.window_k, rounds=self.rounds,
                               pool=self.pool, length_price=self.length_price)
@@ -144,9 +149,9 @@ class C3MConfig:
         """Composition's settings. After the reranker the session-coverage bonus is ``rerank_lam`` (default 0): the
         model already weighs a turn's session, and a bonus for new sessions would override its order (measured out
         of fold on Mem-Gallery dev: 0.05 → 0 moved raw SR 63.2 → 63.8 and halved the solver's time)."""
-        reranked = self.reader == "unified" and self.reranker != "bmer"
         return ComposeConfig(forms=self.forms, threshold=self.threshold, lam_tokens=self.lam_tokens,
-                             lam_cov=self.rerank_lam if reranked else self.lam, image_token_model=self.image_token_model)
+                             lam_cov=self.rerank_lam if self.reranked else self.lam,
+                             image_token_model=self.image_token_model)
 
 
 #: the C3M paper as written (C3M §2–3): one incoming entry per session, vector-only RAMU candidates, BMER over
@@ -199,7 +204,7 @@ class C3M(MemoryMethod):
         self.summarizer = LeadSummarizer()
         self.anchors = describer(self.cfg.anchors)
         c = self.cfg
-        self.reranked = c.reader == "unified" and c.reranker != "bmer"
+        self.reranked = c.reranked
         try:
             self.reranker = make_reranker(c.reranker, self.namespace) if self.reranked else None
         except InvalidInput as exc:  # name the method option, keep the fix

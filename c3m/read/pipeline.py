@@ -154,10 +154,11 @@ def gather(reqs: Sequence[Request], *, device: str = "cpu") -> list[Gathered]:
             s.update(kv)
 
         rank_of_page = {p: k for k, (p, _) in enumerate(r.hits.pages)}
+        entry_score = {id(e): s for e, s, _ in reversed(r.hits.members)}  # an entry's first (routed) score
         for rank, (node, rel, e, tag) in enumerate(sorted(r.hits.pool, key=lambda x: -x[1])):
             current = node.turn_index in e.pointers.get(node.session_id, ())
             hit(node.node_id, node=node, idx_rel=rel, idx_rank=rank, page_rank=rank_of_page.get(e.page, math.nan),
-                entry_score=next((s for m, s, _ in r.hits.members if m is e), math.nan),
+                entry_score=entry_score.get(id(e), math.nan),
                 expanded=float(tag == "expanded"), superseded=float(not current), chain_len=len(e.versions))
         if r.keys_of is not None:
             for row, _ in dense[i]:
@@ -214,7 +215,7 @@ def rerank(gathered: Sequence[Gathered], reranker) -> list[np.ndarray]:
     """Every question's candidate scores from one reranker call over the stacked rows."""
     if not gathered:
         return []
-    X = np.concatenate([g.X for g in gathered]) if gathered else np.zeros((0, 0))
+    X = np.concatenate([g.X for g in gathered])
     groups = np.concatenate([np.full(len(g.cands), i) for i, g in enumerate(gathered)]).astype(int)
     s = reranker.scores(X, groups) if len(X) else np.zeros(0)
     out, start = [], 0
