@@ -64,6 +64,40 @@ def test_spacy_batches_and_drops_pronouns(spacy_extractor):
     assert out[2] == out[5] == spacy_extractor.extract([TURN1])[0]
 
 
+@pytest.mark.parametrize("backend", ["spacy-ner", "spacy-tagger"])
+def test_lighter_spacy_backends_find_the_same_things_by_key(spacy_extractor, backend):
+    """Without the parser (and the NER) the keys that tie turns together are the same on plain sentences: noun
+    chunks come from part-of-speech patterns, entities from proper-noun runs when the NER is left out."""
+    light = make_anchor_extractor(backend)
+    assert light.name.startswith(backend + ":") and "parser" not in light.nlp.pipe_names
+    assert ("ner" in light.nlp.pipe_names) == (backend == "spacy-ner")
+    texts = [TURN1, TURN2, TURN3, "", "I think it is fine."]
+    got = light.extract(texts)
+    for text, anchors in zip(texts, got):
+        check_spans(text, anchors)
+        assert anchors == sorted(anchors, key=lambda a: (a.start, a.end))
+    assert got[3] == [] and got[4] == []  # pronouns are dropped, as by the full pipeline
+    assert {"alice", "red mug", "kitchen"} <= anchor_keys(got[0]) & anchor_keys(spacy_extractor.extract([TURN1])[0])
+    assert {"alice", "red mug"} <= anchor_keys(got[1])
+    assert {"mug", "kitchen", "heathrow airport"} <= anchor_keys(got[2])
+    chunks = {a.key: a for a in got[0] if a.kind == "noun_chunk"}
+    assert chunks["red mug"].text == "the red mug"
+    assert by_key(got[0])["alice"].kind == "entity" and by_key(got[0])["march"].label == "DATE"
+
+
+def test_pos_chunks_extend_over_modifiers_to_one_determiner(spacy_extractor):
+    from c3m.models.anchors import pos_chunks, proper_noun_runs
+
+    doc = make_anchor_extractor("spacy-tagger").nlp("My old red car and two big dogs met Heathrow Airport staff.")
+    chunks = [c.text for c in pos_chunks(doc)]
+    assert "My old red car" in chunks and "two big dogs" in chunks
+    assert [r.text for r in proper_noun_runs(doc)] == ["Heathrow Airport"]
+    with pytest.raises(ValueError, match="unknown spaCy anchor backend"):
+        from c3m.models.anchors import SpacyAnchorExtractor
+
+        SpacyAnchorExtractor(backend="spacy-fast")
+
+
 def test_heuristic_fallback_finds_names_dates_and_listed_nouns():
     ex = HeuristicAnchorExtractor()
     a1, a2, a3 = ex.extract([TURN1, TURN2, TURN3])

@@ -78,7 +78,7 @@ _WORDS = re.compile(r"\w+")
 NEGATION_PHRASES = ("no longer", "not anymore", "not any more", "don't have", "do not have", "got rid",
                     "gave away", "given away", "threw away", "thrown away", "throw away")
 NEGATION_WORDS = frozenset("sold anymore".split())
-ANCHORS = ("heuristic", "auto", "spacy")
+ANCHORS = ("heuristic", "auto", "spacy", "spacy-ner", "spacy-tagger")
 READ_OPTIONS = frozenset({"top_k"})
 
 

