@@ -143,12 +143,15 @@ def cmd_ingest(args) -> int:
             row["histories"].append(history.id)
             root = root or Memory(args.store, namespace, config=cfg, models=models)
             mem = root.tenant(namespace)
-            for session in history.sessions:  # questions stay in the dataset: the write path never sees them
-                res = mem.add_session(session)
+            def added(res, row=row) -> None:
                 row["sessions_new" if res.created else "sessions_unchanged"] += 1
                 totals["raw_nodes"] += res.raw_nodes if res.created else 0
                 totals["images"] += res.images if res.created else 0
                 bar.update(1)
+
+            # questions stay in the dataset: the write path never sees them; the next sessions' model work runs
+            # on a second thread while one commits (Memory.add_sessions)
+            mem.add_sessions(history.sessions, on_added=added)
             root.release(namespace)  # its index is in the store; keep memory flat over many histories
             totals["histories"] += 1
     finally:

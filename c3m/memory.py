@@ -226,9 +226,44 @@ class Memory:
     def _image_bytes(self, ref) -> bytes:
         return self.store.image_bytes(ref)
 
+    def add_sessions(self, sessions: Sequence[Session], *, lookahead: int = 2, on_added=None) -> list[AddResult]:
+        """``add_session`` for each session in order, with the next ``lookahead`` sessions' model work (shared
+        embeddings, text anchors) running on a background thread meanwhile (``write.prefetch``): the same stored
+        bytes as one call at a time, in less wall time on two or more cores. ``lookahead=0`` adds them one by one.
+        ``on_added(result)`` is called after each commit (progress bars)."""
+        if lookahead <= 0 or len(sessions) < 2:
+            out = []
+            for s in sessions:
+                out.append(self.add_session(s))
+                if on_added is not None:
+                    on_added(out[-1])
+            return out
+        from .write.prefetch import Prefetcher
+
+        ahead = Prefetcher(self.method, self.store, lookahead=lookahead,
+                           embed=self.models.perception is None)
+        out, queued = [], 0
+        try:
+            for i, session in enumerate(sessions):
+                while queued < min(len(sessions), i + 1 + lookahead):
+                    ahead.queue(sessions[queued])
+                    queued += 1
+                out.append(self.add_session(session))
+                if on_added is not None:
+                    on_added(out[-1])
+        finally:
+            ahead.close()
+        return out
+
     def add_history(self, history: History, *, progress: bool = False) -> list[AddResult]:
-        """Add a history's sessions in order (its questions are never shown to the write path)."""
-        return [self.add_session(s) for s in _progress(history.sessions, progress, f"ingest {history.id}")]
+        """Add a history's sessions in order (its questions are never shown to the write path), pipelined as
+        ``add_sessions``."""
+        bar = _bar(len(history.sessions), progress, f"ingest {history.id}")
+        try:
+            return self.add_sessions(history.sessions, on_added=(lambda _: bar.update(1)) if bar else None)
+        finally:
+            if bar:
+                bar.close()
 
     def forget(self, *, node_ids: Iterable[str] = (), session_id: str | None = None, reason: str) -> ForgetReport:
         """Redact Raw Nodes for privacy (logged); the index is rebuilt from the redacted store on its next use."""
@@ -357,9 +392,9 @@ def _by_node(percepts) -> dict:
     return out
 
 
-def _progress(items, enabled: bool, desc: str):
+def _bar(total: int, enabled: bool, desc: str):
     if not enabled:
-        return items
+        return None
     from tqdm import tqdm
 
-    return tqdm(items, desc=desc, unit="session", leave=False)
+    return tqdm(total=total, desc=desc, unit="session", leave=False)

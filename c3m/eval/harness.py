@@ -210,13 +210,12 @@ def _shared_embeddings(args: tuple) -> float:
     history, config = args[0], args[2]
     if config.perception not in (None, "none"):
         return 0.0
-    from ..methods.base import node_text
+    from ..write.prefetch import session_embedding_texts
 
     models = _models(config.text_embedder, config.token_counter, config.answerer, "none", config.image_embedder)
     t0 = time.perf_counter()
     for session in history.sessions:  # what each turn's Raw Node is embedded as, without captions
-        texts = [node_text(turn, "", session.turns[i - 1].text if i else "") for i, turn in enumerate(session.turns)]
-        models.text_embedder.embed(list(dict.fromkeys(texts)))
+        models.text_embedder.embed(list(dict.fromkeys(session_embedding_texts(session))))
     return time.perf_counter() - t0
 
 

@@ -54,8 +54,9 @@ class MemoryMethod(ABC):
     summary: ClassVar[str] = ""
     reads: ClassVar[str] = "Raw Nodes"
     paper: ClassVar[str] = ""
-    #: where the batched read path runs its kernels: "cpu" (numpy + numba) or a torch device such as "cuda"
-    #: (Triton); ``Memory`` sets it from ``MemoryConfig.device``
+    #: where the kernels run (RAMU's candidate scoring, routing, anchor expansion, the reader-budget solver):
+    #: "cpu" (numpy + numba) or a torch device such as "cuda" (Triton), by ``c3m_kernels.dispatch.placement``;
+    #: ``Memory`` sets it from ``MemoryConfig.device``
     device: str = "cpu"
 
     def __init__(self, store: ColdStore, namespace: str, models: Models, *,
@@ -67,6 +68,8 @@ class MemoryMethod(ABC):
         self._node_memo: dict[tuple[str, bool], np.ndarray] = {}
         self._perception_memo: dict[str, list[ImagePerception]] = {}
         self._pending: dict[str, RawNode] = {}  # the session being prepared (not in the store yet)
+        #: embedding batches a ``write.prefetch.Prefetcher`` runs ahead of the writer: (text hashes) -> Future
+        self.prefetched: dict[tuple, Any] = {}
 
     def text_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Shared text embeddings [n, dim] of any texts (summaries, anchors, node texts): cached in the store by
@@ -78,7 +81,8 @@ class MemoryMethod(ABC):
             got = self.store.get_vectors(emb.name, missing)
             todo = {h: t for h, t in zip(hashes, texts) if h in missing and h not in got}
             if todo:
-                fresh = dict(zip(todo, emb.embed(list(todo.values()))))
+                job = self.prefetched.pop(tuple(todo), None)  # write.prefetch: this very batch, embedded ahead
+                fresh = dict(zip(todo, job.result() if job is not None else emb.embed(list(todo.values()))))
                 self.store.put_vectors(emb.name, fresh)
                 got.update(fresh)
             if len(self._vector_memo) > VECTOR_MEMO_ITEMS:
@@ -142,6 +146,11 @@ class MemoryMethod(ABC):
         nid = node_id_for(node.provenance.namespace, node.session_id, node.turn_index - 1)
         prev = self._pending.get(nid) or self.store.get_nodes([nid]).get(nid)
         return prev.text if prev is not None else ""
+
+    def prefetch_describe(self, session) -> list[str]:
+        """The texts of ``session`` this method sends to its text-anchor extractor in ``prepare``, computed from
+        the turns alone (``write.prefetch`` describes them ahead of the writer); none by default."""
+        return []
 
     def begin_session(self, nodes: Sequence[RawNode], perception: dict[str, list[ImagePerception]] | None = None) -> None:
         """Called by ``Memory`` before ``prepare``: the new session's nodes and their perception records, which

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -94,6 +95,7 @@ def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray | N
 #: results are bit-identical, BLAS threads split rows and columns, not the sums)
 ONE_THREAD_TOKENS = 512
 _blas = None
+_BLAS_LIMIT_LOCK = threading.Lock()  # threadpoolctl restores the limit it found: nested from two threads, it leaks
 
 
 def _one_blas_thread():
@@ -226,7 +228,7 @@ class MiniLMEmbedder:
                 e = encs[i]
                 ids[r, :len(e.ids)], types[r, :len(e.ids)], mask[r, :len(e.ids)] = e.ids, e.type_ids, True
             if ids.size <= ONE_THREAD_TOKENS:
-                with _one_blas_thread():
+                with _BLAS_LIMIT_LOCK, _one_blas_thread():  # the limit is process-wide: one holder at a time
                     hidden = self._encode(ids, types, mask)
             else:
                 hidden = self._encode(ids, types, mask)

@@ -1,0 +1,89 @@
+"""Ingest pipelining: the next sessions' model work runs on a background thread while the writer commits.
+
+A session's write is model work (the Raw Nodes' shared text embeddings, the text anchors of the turns RAMU
+describes) followed by the index update under the store's write lock. The model work needs only the session's
+turns, so while session *t* is folded into the index, one worker thread embeds and describes sessions *t + 1 …
+t + lookahead*. NumPy's matrix products and spaCy's kernels release the GIL, so on two cores the two overlap.
+
+Nothing changes in what is stored, bit for bit:
+
+* the worker embeds, for each session in order, exactly the batch the writer would embed when it gets there (the
+  session's texts not in the memo or the store's vector cache when the session was queued, less those an earlier
+  queued session embeds), and ``MemoryMethod.text_vectors`` takes a prefetched batch only when it is that same
+  batch (same texts, same order), else embeds as usual (padding makes a vector's last bits depend on its batch);
+* anchors go through the process's ``DescriptionMemo`` (thread-safe, keyed by text).
+
+The store is touched only on the caller's thread (its connection is not shared); with a perception backend the
+embedded texts carry captions that only the write computes, so then only the anchors are prefetched.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Sequence
+
+import numpy as np
+
+from ..store import text_sha256
+from ..types import Session
+
+
+def session_embedding_texts(session: Session) -> list[str]:
+    """What each turn's Raw Node is embedded as without perception (``methods.base.node_text``): the harness's
+    shared embeddings and the prefetcher both use it."""
+    from ..methods.base import node_text
+
+    return [node_text(turn, "", session.turns[i - 1].text if i else "") for i, turn in enumerate(session.turns)]
+
+
+class Prefetcher:
+    """One worker thread, at most ``lookahead`` sessions ahead of the writer (module docstring). The batches it
+    will embed are decided on the writer's thread when a session is queued, in session order, and registered in
+    ``method.prefetched`` (batch key -> Future of its vectors), so the writer waits for a batch still in flight
+    instead of embedding it again."""
+
+    def __init__(self, method, store, *, lookahead: int = 2, embed: bool = True):
+        self.method, self.store, self.lookahead, self.embed = method, store, max(1, lookahead), embed
+        self.emb = method.models.text_embedder
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="c3m-prefetch")
+        self._queued: list[Future] = []
+        self._embedded: set[str] = set()  # hashes an earlier queued session embeds
+
+    def queue(self, session: Session) -> None:
+        """Queue one session's model work (call in session order, on the writer's thread). A session the writer
+        will refuse (bad input) is skipped here: ``add_session`` raises its clear error when it gets there."""
+        self._queued = [f for f in self._queued if not f.done()]
+        try:
+            self._queue(session)
+        except Exception:  # noqa: BLE001 - the writer validates and reports
+            return
+
+    def _queue(self, session: Session) -> None:
+        describe = self.method.prefetch_describe(session)
+        if describe:
+            self._queued.append(self._pool.submit(self.method.anchors.describe, describe))
+        if not self.embed:
+            return
+        texts = session_embedding_texts(session)
+        hashes = [text_sha256(t) for t in texts]
+        memo = self.method._vector_memo
+        fresh = [h for h in dict.fromkeys(hashes) if h not in memo and h not in self._embedded]
+        cached = set(self.store.get_vectors(self.emb.name, fresh)) if fresh else set()
+        todo = {h: t for h, t in zip(hashes, texts) if h in fresh and h not in cached}
+        if todo:  # text_vectors' own batch for this session, in its order (MemoryMethod.text_vectors)
+            self._embedded.update(todo)
+            job = self._pool.submit(self.emb.embed, list(todo.values()))
+            self.method.prefetched[tuple(todo)] = job
+            self._queued.append(job)
+
+    def pending(self) -> int:
+        """Queued jobs not finished yet."""
+        return sum(not f.done() for f in self._queued)
+
+    def close(self) -> None:
+        for f in self._queued:
+            f.cancel()
+        self._pool.shutdown(wait=True)
+        self.method.prefetched.clear()  # batches the writer never asked for (an error stopped the ingest)
+
+
+__all__ = ["Prefetcher", "session_embedding_texts"]
