@@ -45,8 +45,8 @@ class MemoryConfig:
     #: longest turn text accepted (characters); a longer turn is refused with a clear error, never stored unreadable
     max_turn_chars: int = 100_000
     method_options: dict[str, Any] = field(default_factory=dict)
-    #: where the batched read path runs its kernels: ``cpu`` (numpy + numba) or a torch CUDA device such as
-    #: ``cuda`` / ``cuda:1`` (Triton)
+    #: where the write and read paths run their kernels (RAMU's candidate scoring, routing, anchor expansion, the
+    #: reader-budget solver): ``cpu`` (numpy + numba) or a torch CUDA device such as ``cuda`` / ``cuda:1`` (Triton)
     device: str = "cpu"
 
     def __post_init__(self):

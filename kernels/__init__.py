@@ -11,7 +11,9 @@ imported the first time an op that needs them runs):
 * :func:`budget_solve` — batched BMER reader-budget selection (exact DP, coverage-aware variant).
 * :class:`BackendUnavailable` — raised when an explicitly requested backend cannot run.
 
-Backend selection and environment variables: see ``kernels/README.md`` and :mod:`.dispatch`.
+Backend selection and environment variables: see ``kernels/README.md`` and :mod:`.dispatch` — including
+``dispatch.placement(device, op)`` (which arrays a caller holding a device name should build) and
+``dispatch.counts()`` / ``dispatch.reset_counts()`` (the (op, backend) calls executed in this process).
 """
 from __future__ import annotations
 

@@ -31,6 +31,12 @@ the last full rebuild, every candidate list is recomputed with ``build_anchor_gr
 ``anchor_scores``: score(n) = sum over anchors n shares with the seeds of idf(a) * sim(q, a). The kernel
 scores *every* episode sharing an anchor with a seed, so it is called on the sub-problem made of the seeds and
 their graph neighbours only (local ids, local anchor ids): candidates are exactly the one-hop neighbours.
+
+**Device.** ``device`` (an attribute, not part of the state; default ``"cpu"``) is where the rebuild
+(``build_anchor_graph``) and the expansion (``anchor_scores``) run; the owning method sets it to its memory's
+device. ``c3m_kernels.dispatch.placement`` decides: numpy and the CPU kernels on "cpu" (the weights and orders
+above, exactly), torch tensors and Triton on CUDA (fp32 sums: scores equal in exact arithmetic may round apart, and
+a candidate tied at the ``k_edge``-th place may differ). The incremental ``add`` step is numpy either way.
 """
 from __future__ import annotations
 
@@ -54,6 +60,9 @@ def idf_vector(df: np.ndarray, n_docs: int) -> np.ndarray:
 
 class AnchorGraph:
     """The undirected episode graph over shared anchors (module docstring)."""
+
+    #: where the kernels run (module docstring, "Device"): "cpu" or a CUDA device; set by the owning method
+    device: str = "cpu"
 
     def __init__(self, k_edge: int = 4, *, use_idf: bool = True, visual: bool = True,
                  rebuild_growth: float = REBUILD_GROWTH, max_postings: int | None = None):
@@ -200,11 +209,13 @@ class AnchorGraph:
     def _rebuild(self) -> None:
         """Every candidate list recomputed with the current IDF by ``build_anchor_graph`` (whole CSR)."""
         from c3m_kernels.anchor_scores import build_anchor_graph
+        from c3m_kernels.dispatch import placement
 
         t0 = time.perf_counter()
         indptr, anchors = self.csr()
+        at = placement(self.device, "build_anchor_graph")
         gp, nb, w = build_anchor_graph(indptr, anchors, self.idf(), self.k_edge, max_postings=self.max_postings,
-                                       backend="cpu")
+                                       device=at.device if at.tensors else None)
         w = np.round(w, WEIGHT_DECIMALS)
         for e in range(self.num_episodes):
             lo, hi = int(gp[e]), int(gp[e + 1])
@@ -239,6 +250,7 @@ class AnchorGraph:
         sum over anchors shared with the seeds of idf(a) * sim[a]; ties: lower episode id first.
         ``sim`` is the ``[A]`` query-anchor similarity (only the seeds' anchors are read)."""
         from c3m_kernels.anchor_scores import anchor_scores
+        from c3m_kernels.dispatch import placement
 
         seeds = list(dict.fromkeys(int(s) for s in seeds if 0 <= int(s) < self.num_episodes))
         sim = np.asarray(sim, np.float64)
@@ -255,8 +267,9 @@ class AnchorGraph:
         np.cumsum([len(self.ep_anchors[e]) for e in local], out=indptr[1:])
         anchors = np.array([remap[int(a)] for e in local for a in self.ep_anchors[e]], np.int64)
         idf = self.idf()[a_local]
-        scores, eps = anchor_scores(indptr, anchors, idf, sim[a_local][None, :],
-                                    np.arange(len(seeds), dtype=np.int64)[None, :], len(nbrs), backend="cpu")
+        at = placement(self.device, "anchor_scores")
+        scores, eps = at.host(anchor_scores(indptr, anchors, idf, at.put(sim[a_local][None, :]),
+                                            at.put(np.arange(len(seeds), dtype=np.int64)[None, :]), len(nbrs)))
         got = [(local[int(i)], float(s)) for s, i in zip(scores[0], eps[0]) if i >= 0]
         assert all(e not in seed_set for e, _ in got), "anchor_scores returned a seed"
         got.sort(key=lambda x: (-x[1], x[0]))

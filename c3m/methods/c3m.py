@@ -252,6 +252,10 @@ class C3M(MemoryMethod):
         self.node_vectors(nodes)
         self.anchors.describe(self._speaker_texts(self._groups(nodes)))
 
+    def prefetch_describe(self, session) -> list[str]:
+        """``prepare``'s anchor texts from the turns alone (units cut by role and text, as ``_groups`` does)."""
+        return self._speaker_texts(self._groups(session.turns))
+
     # -- write -------------------------------------------------------------------------------
     def _groups(self, nodes: Sequence[RawNode]) -> list[list[RawNode]]:
         return segment(nodes, self.cfg.unit_tokens, self.models.token_counter.count)
@@ -303,7 +307,7 @@ class C3M(MemoryMethod):
         actions = []
         c = self.cfg
         units = self._units(nodes)
-        scores = session_scores(self.index, units)
+        scores = session_scores(self.index, units, k=c.candidates, device=self.device)
         for i, unit in enumerate(units):
             cands = propose(self.index, unit, c.candidates, c.min_sim, entities=c.entity_candidates,
                             scores=scores, row=i)
@@ -337,7 +341,8 @@ class C3M(MemoryMethod):
         """``expand.anchor_graph`` of the current index, kept like the routing keys."""
         if self._graph is False:
             c = self.cfg
-            self._graph = anchor_graph(self.index, k_edge=c.k_edge, use_idf=c.idf, visual=c.visual_anchors)
+            self._graph = anchor_graph(self.index, k_edge=c.k_edge, use_idf=c.idf, visual=c.visual_anchors,
+                                       device=self.device)
         return self._graph
 
     def retrieve(self, question: str, budget: ReaderBudget) -> Context:
@@ -368,7 +373,7 @@ class C3M(MemoryMethod):
                 out[i] = plan
             else:
                 solving.append((i, plan, solve_instance(plan, m.compose_cfg)))
-        solved = iter(solve_many([inst for _, _, inst in solving if inst is not None]))
+        solved = iter(solve_many([inst for _, _, inst in solving if inst is not None], device=device))
         for i, plan, inst in solving:
             out[i] = compose_finish(plan, next(solved) if inst is not None else np.zeros(0, bool))
         return out  # type: ignore[return-value]
@@ -393,7 +398,7 @@ class C3M(MemoryMethod):
             if m.cfg.reader == "c3m":
                 out[i] = select(m.index, m.namespace, question, Q[i], keys[i], budget, m.read_cfg,
                                 vectors=m.node_vectors, get_nodes=m.store.get_nodes,
-                                count=m.models.token_counter.count, method=m.name, cos=cos[i])
+                                count=m.models.token_counter.count, method=m.name, cos=cos[i], device=device)
                 continue
             found = m._route_expand(question, Q[i], keys[i], budget, cos[i])
             if isinstance(found, Context):
@@ -503,7 +508,7 @@ class C3M(MemoryMethod):
             found = expand_entries(self.index, [e for e, _ in routed], q, self.text_vectors,
                                    k_exp=c.k_exp if not reserve else 4 * c.k_exp, k_edge=c.k_edge, use_idf=c.idf,
                                    visual=c.visual_anchors, allowed=None if reserve else (lambda e: e.page in read_pages),
-                                   graph=self._anchor_graph())
+                                   graph=self._anchor_graph(), device=self.device)
             extra: dict[int, float] = {}  # pages opened by expansion: charged to the page budget (trace.pages)
             for e, s in found:
                 if len(expanded) == c.k_exp:

@@ -221,11 +221,25 @@ class HiveMem(MemoryMethod):
         self.text_anchors = _text_anchors(self.cfg.anchors)
         self.reset()
 
+    _device = "cpu"
+
+    @property
+    def device(self) -> str:
+        """Where the anchor graph's kernels and the solver run (``MemoryMethod.device``); the graph follows it."""
+        return self._device
+
+    @device.setter
+    def device(self, value: str) -> None:
+        self._device = value
+        if hasattr(self, "graph"):
+            self.graph.device = value
+
     # -- state -------------------------------------------------------------------------------
     def reset(self) -> None:
         self.episodes: list[_Ep] = []
         self.graph = AnchorGraph(self.cfg.k_edge, use_idf=self.cfg.idf, visual=self.cfg.visual_anchors,
                                  rebuild_growth=self.cfg.rebuild_growth)
+        self.graph.device = self.device
         self._sum_vecs = np.zeros((0, self.models.text_embedder.dim), np.float32)
         self.upto_seq = 0
 
@@ -255,6 +269,7 @@ class HiveMem(MemoryMethod):
             return
         self.episodes = [_Ep(s, tuple(sorted(decode_turns(t))), int(n), summ) for s, t, n, summ in state["episodes"]]
         self.graph = AnchorGraph.from_state(state["graph"])
+        self.graph.device = self.device
         self.upto_seq = int(state["upto_seq"])
 
     def pointers(self) -> set[str]:
@@ -390,7 +405,8 @@ class HiveMem(MemoryMethod):
         trace = RouteTrace(self.name, entries=tuple((self.episode_id(e), round(s, 4)) for e, s, _ in chosen),
                            notes=(f"{len(seeds)} seeds + {len(expanded)} expanded",), scored=len(self.episodes))
         return compose(question, q, candidates, budget, self.compose_cfg, selector=self.selector,
-                       vectors=self.node_vectors, count=self.models.token_counter.count, trace=trace)
+                       vectors=self.node_vectors, count=self.models.token_counter.count, trace=trace,
+                       device=self.device)
 
 
 __all__ = ["ABLATIONS", "HiveMem", "HiveMemConfig", "text_anchor_keys", "visual_anchor_keys"]

@@ -7,8 +7,11 @@ whole batch to these functions. Each is *batch-invariant*: a request's result is
 batch of one (pad-free embedding, per-(query, key) dot products in the ragged scan, per-instance padding in
 the solver), which is what lets the per-question path be the batch path of one and the two be tested equal.
 
-Device: ``"cpu"`` keeps numpy arrays (the numba kernels; no torch import on the CLI path); ``"cuda"`` hands
-torch tensors to the kernels, which take their Triton path.
+Device: every function takes the memory's device (``MemoryConfig.device``) and asks ``c3m_kernels.dispatch.placement``
+(the one rule) which arrays to build: ``"cpu"`` keeps numpy arrays (the numba kernels; no torch import on the CLI
+path; results exactly as before devices existed); ``"cuda"`` uploads each stage's inputs once as torch tensors, the
+kernels take their Triton path, and each stage's output comes back to the host once, whole. (``"cpu"`` with Triton
+forced by environment under ``TRITON_INTERPRET=1`` takes the CUDA code path on CPU tensors: the tests.)
 """
 from __future__ import annotations
 
@@ -41,20 +44,21 @@ def ragged_topk(queries: np.ndarray, keys, spans: Sequence[tuple[int, int]], k: 
     """Top-``k`` rows of ``keys[start:end]`` for each query (one launch): (scores [B, k] float32, global row
     idx [B, k] int64, -1 padded) as numpy. ``keys`` is a numpy matrix, or a torch tensor already on ``device``."""
     from c3m_kernels.candidate_topk import candidate_topk
+    from c3m_kernels.dispatch import placement
 
     B = len(spans)
     if B == 0 or k == 0:
         return np.zeros((B, k), np.float32), np.full((B, k), -1, np.int64)
     ranges = np.asarray(spans, np.int64).reshape(B, 2)
     q = np.ascontiguousarray(queries, np.float32)
-    if device == "cpu":
+    at = placement(device, "candidate_topk")
+    if not at.tensors:
         kk = keys if isinstance(keys, np.ndarray) else keys.numpy()
         return candidate_topk(q, np.ascontiguousarray(kk, np.float32), k, offsets=ranges)
     import torch
 
-    kt = keys if torch.is_tensor(keys) else torch.from_numpy(np.ascontiguousarray(keys)).to(device)
-    qt = torch.from_numpy(q).to(device=device, dtype=kt.dtype)
-    s, i = candidate_topk(qt, kt, k, offsets=torch.from_numpy(ranges).to(device))
+    kt = at.put(keys) if not torch.is_tensor(keys) else keys.to(at.device)
+    s, i = candidate_topk(at.put(q, kt.dtype), kt, k, offsets=at.put(ranges))
     return s.float().cpu().numpy(), i.cpu().numpy()
 
 
@@ -102,10 +106,15 @@ class SolveInstance:
     lam: float
 
 
-def solve_many(instances: Sequence[SolveInstance]) -> list[np.ndarray]:
+def solve_many(instances: Sequence[SolveInstance], *, device: str = "cpu") -> list[np.ndarray]:
     """Every instance's chosen mask [M_b] bool, from one padded ``budget_solve`` call per distinct λ (padding is
-    inert: ``lengths=``), each exactly what the instance gets alone; λ = 0 solves the exact knapsack."""
+    inert: ``lengths=``), each exactly what the instance gets alone; λ = 0 solves the exact knapsack. ``device``: the
+    memory's device (module docstring): on CUDA the padded batch goes up once and the DP runs in Triton (fp32 values:
+    an exact tie may pick another, equally good set); the masks come back once."""
     from c3m_kernels.budget_solve import budget_solve
+    from c3m_kernels.dispatch import placement
+
+    at = placement(device, "budget_solve")
 
     out: list[np.ndarray | None] = [None] * len(instances)
     by_lam: dict[float, list[int]] = {}
@@ -130,9 +139,13 @@ def solve_many(instances: Sequence[SolveInstance]) -> list[np.ndarray]:
             cover[b, :m, :g.cover.shape[1]] = g.cover
             budgets[b] = g.budget
         # λ = 0: nothing to cover, so the exact knapsack is the same objective (one DP, no coverage search)
-        chosen = budget_solve(values, costs, budgets, groups=groups, group_costs=gcost,
-                              mode="coverage" if lam else "exact", coverage=cover if lam else None, lam=lam,
-                              lengths=np.array([len(g.values) for g in group]))
+        lengths = np.array([len(g.values) for g in group])
+        if at.tensors:
+            values, costs, budgets, groups, gcost, cover, lengths = (
+                at.put(x) for x in (values, costs, budgets, groups, gcost, cover, lengths))
+        chosen = at.host(budget_solve(values, costs, budgets, groups=groups, group_costs=gcost,
+                                      mode="coverage" if lam else "exact", coverage=cover if lam else None, lam=lam,
+                                      lengths=lengths))
         for b, i in enumerate(idx):
             out[i] = np.asarray(chosen[b, :len(instances[i].values)], bool)
     return out  # type: ignore[return-value]

@@ -13,6 +13,8 @@
    relevant go to the solver.
 5. **Select** (Eq. 6–7) with ``c3m_kernels.budget_solve`` in coverage mode: Rel + λ · Cov over source
    sessions and entries, costs (page once per group, 1 node, its images, its text tokens) ≤ budget.
+The kernels (the pool's top-k, the selection) run on the memory's device (``device``: numpy and the CPU kernels on
+"cpu", torch tensors and Triton on CUDA; ``c3m_kernels.dispatch.placement``).
 The route trace logs every stage, so update, routing and answerer failures can be told apart.
 """
 from __future__ import annotations
@@ -174,17 +176,19 @@ def expand_pools(jobs, *, device: str = "cpu", id_vectors: Sequence | None = Non
 
 
 def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_keys: set[str], budget: ReaderBudget,
-           cfg: BmerConfig, *, vectors, get_nodes, count, method: str, cos: np.ndarray | None = None) -> Context:
+           cfg: BmerConfig, *, vectors, get_nodes, count, method: str, cos: np.ndarray | None = None,
+           device: str = "cpu") -> Context:
     """The whole read path for one question (module docstring). ``get_nodes(ids) -> {id: RawNode}`` reads the
-    Cold Store (once, for every expanded node); ``vectors(nodes) -> [n, d]`` gives their shared embeddings."""
+    Cold Store (once, for every expanded node); ``vectors(nodes) -> [n, d]`` gives their shared embeddings.
+    ``device``: the memory's device; the pool's top-k and the selection run there (``read.batch``)."""
     pages, routed = route(index, q, q_keys, budget, cfg, cos)
     if not routed:
         note = "empty memory" if not index.entries else "no page routed (page budget 0)"
         return Context(question, (), BudgetUse(), budget, RouteTrace(method, notes=(note,)))
-    expanded, scored = expand_pool(routed, namespace, q, cfg, get_nodes=get_nodes, vectors=vectors)
+    ((expanded, scored),) = expand_pools([(routed, namespace, q, cfg, get_nodes, vectors)], device=device)
     pool = [(node, rel, e) for node, rel, e, _ in scored]
     tokens = {n.node_id: count(n.text) for n, _, _ in pool}
-    chosen, dropped = _solve(pool, tokens, budget, cfg)
+    chosen, dropped = _solve(pool, tokens, budget, cfg, device)
     picked = [pool[i] for i in chosen]
     picked.sort(key=lambda c: (c[0].time, c[0].session_id, c[0].turn_index))
     items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.RAW_TEXT, n.text, n.images, round(r, 4),
@@ -208,11 +212,14 @@ def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_k
     return Context(question, items, use, budget, trace)
 
 
-def _solve(pool, tokens: dict[str, int], budget: ReaderBudget, cfg: BmerConfig) -> tuple[list[int], list[int]]:
-    """Indices chosen by ``budget_solve`` (coverage mode) and the positive-value ones it left out."""
+def _solve(pool, tokens: dict[str, int], budget: ReaderBudget, cfg: BmerConfig,
+           device: str = "cpu") -> tuple[list[int], list[int]]:
+    """Indices chosen by ``budget_solve`` (coverage mode) and the positive-value ones it left out; the solve runs on
+    ``device`` (``c3m_kernels.dispatch.placement``: numpy and the CPU DP on "cpu", one upload and Triton on CUDA)."""
     if not pool:
         return [], []
     from c3m_kernels.budget_solve import budget_solve
+    from c3m_kernels.dispatch import placement
 
     M = len(pool)
     pages = sorted({e.page for _, _, e in pool})
@@ -226,7 +233,11 @@ def _solve(pool, tokens: dict[str, int], budget: ReaderBudget, cfg: BmerConfig) 
     for i, (n, _, e) in enumerate(pool):
         cover[0, i, sessions.index(n.session_id)] = True
         cover[0, i, len(sessions) + entry_ids.index(e.entry_id)] = True
-    chosen = budget_solve(values, costs, np.array(budget.as_tuple(), dtype=np.float64), groups=groups,
-                          mode="coverage", coverage=cover, lam=cfg.lam)[0]
+    budgets = np.array(budget.as_tuple(), dtype=np.float64)
+    at = placement(device, "budget_solve")
+    if at.tensors:
+        values, costs, budgets, groups, cover = (at.put(x) for x in (values, costs, budgets, groups, cover))
+    chosen = at.host(budget_solve(values, costs, budgets, groups=groups, mode="coverage", coverage=cover,
+                                  lam=cfg.lam))[0]
     picked = [i for i in range(M) if chosen[i]]
     return picked, [i for i in range(M) if not chosen[i]]

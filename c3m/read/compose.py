@@ -23,7 +23,8 @@ over all memories; columns in ``FORMS`` order). ``MLPSelector`` is the paper's M
 [query emb; summary emb] (its PPO training is ``training/``); ``RuleSelector`` ("rule-v1") is the documented
 heuristic shipped until trained weights exist. A form is offered when its probability ≥ ``threshold`` and
 the memory has it; the joint choice under the budget is ``c3m_kernels.budget_solve`` (coverage mode over
-source sessions), item value = p(form) · form weight · (1 + relevance) − λ · tokens / 1000.
+source sessions), item value = p(form) · form weight · (1 + relevance) − λ · tokens / 1000, solved on the memory's
+device (``read.batch.solve_many``: the CPU DP on "cpu", Triton on CUDA).
 """
 from __future__ import annotations
 
@@ -341,10 +342,11 @@ class Plan:
 
 def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], budget: ReaderBudget,
             cfg: ComposeConfig = ComposeConfig(), *, selector: Selector, vectors: Callable, count: Callable[[str], int],
-            trace: RouteTrace) -> Context:
+            trace: RouteTrace, device: str = "cpu") -> Context:
     """Choose (memory, form) items under ``budget`` and return the Context (items in time order). ``vectors(nodes)``
     gives the nodes' shared embeddings; ``trace`` carries the read path's routing (pages, entries), and is
-    completed here (pool, selected nodes, what the budget dropped)."""
+    completed here (pool, selected nodes, what the budget dropped). ``device``: the memory's device, where the
+    solve runs (``read.batch.solve_many``)."""
     from .batch import solve_many
 
     plan = compose_plan(question, q_vec, candidates, budget, cfg, selector=selector, vectors=vectors, count=count,
@@ -352,7 +354,7 @@ def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], b
     if isinstance(plan, Context):
         return plan
     inst = solve_instance(plan, cfg)
-    return compose_finish(plan, solve_many([inst])[0] if inst is not None else np.zeros(0, bool))
+    return compose_finish(plan, solve_many([inst], device=device)[0] if inst is not None else np.zeros(0, bool))
 
 
 def compose_plan(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], budget: ReaderBudget,

@@ -98,7 +98,10 @@ def search_words(question: str) -> list[str]:
 
 
 def _dense_cold(reqs: Sequence[Request], device: str) -> list[list[tuple[int, float]]]:
-    """Each cold request's top ``cold_k`` NodeKeys rows by cosine, one ragged launch per shared arena."""
+    """Each cold request's top ``cold_k`` NodeKeys rows by cosine, one ragged launch per shared arena (on ``device``:
+    numpy keys on "cpu", the arena's cached device mirror on CUDA; ``c3m_kernels.dispatch.placement``)."""
+    from c3m_kernels.dispatch import placement
+
     from .batch import ragged_topk
 
     out: list[list[tuple[int, float]]] = [[] for _ in reqs]
@@ -110,7 +113,8 @@ def _dense_cold(reqs: Sequence[Request], device: str) -> list[list[tuple[int, fl
         arena = reqs[idx[0]].keys_of.arena
         spans = [reqs[i].keys_of.span() for i in idx]
         k = max(min(reqs[i].cfg.cold_k, e - s) for i, (s, e) in zip(idx, spans))
-        keys = arena.data if device == "cpu" else arena.device_keys(device)
+        at = placement(device, "candidate_topk")
+        keys = arena.device_keys(at.device) if at.tensors else arena.data
         scores, rows = ragged_topk(np.stack([reqs[i].vec for i in idx]), keys, spans, k, device=device)
         for b, i in enumerate(idx):
             n = min(reqs[i].cfg.cold_k, spans[b][1] - spans[b][0])

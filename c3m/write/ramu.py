@@ -6,6 +6,15 @@ all of a session's units against the index as the session found it are one matri
 (``session_scores``); only the entries the session itself creates or moves are scored again, unit by unit.
 Scores are computed in float64 and rounded to float32, so the batched and the one-unit forms give the same
 numbers bit for bit (a float32 GEMM sums in another order than a float32 GEMV: their last bits differ).
+
+**Device.** That float64 matrix is the CPU path (``device="cpu"``, the default: numpy, unchanged). On a CUDA device
+(``c3m_kernels.dispatch.placement``) ``session_scores`` instead asks ``candidate_topk`` (Triton, IEEE fp32) for each
+unit's best ``k + units − 1`` entries of the index as the session found it, in one launch, and brings them to the
+host once: a unit sees at most ``units − 1`` entries moved by the units before it, so the best ``k`` entries it can
+still use are among them (when more moved, that unit is scored on the host as on the CPU path). Entries the session
+created or moved, and the entries found by shared entities, are scored on the host as on the CPU path. So on CUDA the
+similarities are fp32 sums (they may differ from the CPU's in the last bits), an exact tie at the fetched boundary
+may keep another entry, and the batched form equals the one-unit form only up to that rounding.
 ``decide`` runs the relation head over phi(m_t, e) for every candidate. e* is the candidate with the
 strongest *actionable* relation (the highest same-or-update confidence): taking the paper's "highest-
 confidence candidate" literally would let a confidently *distinct* stranger veto a confident merge with
@@ -47,14 +56,63 @@ class SessionScores:
 
     ``row(i, unit, entries)`` is unit ``i``'s similarities to ``entries`` (the index now): an entry whose vector
     is the one scored at the start reads its column, and one the session created or moved (a Merge or Update
-    re-points ``z``) is scored again against this unit alone."""
+    re-points ``z``) is scored again against this unit alone.
 
-    def __init__(self, index: ActiveIndex, units) -> None:
+    On a CUDA ``device`` (module docstring, "Device") the one call is a ``candidate_topk`` launch for each unit's
+    best ``k + units − 1`` entries instead (``exact`` is False, ``S`` is None): ``top`` then gives a unit's ``k``
+    best entries of the index now, ``row`` is not available."""
+
+    def __init__(self, index: ActiveIndex, units, *, k: int | None = None, device: str = "cpu") -> None:
+        from c3m_kernels.dispatch import placement
+
         base = [e for e in index.ordered() if e.kind == "entry"]
         self.vectors = {e.entry_id: e.z for e in base}  # the arrays scored (an edit assigns a new one)
         self.column = {e.entry_id: j for j, e in enumerate(base)}
-        self.S = (cosines(index.matrix(base), np.stack([u.z for u in units]))
-                  if base and len(units) else np.zeros((len(units), len(base)), np.float32))
+        at = placement(device, "candidate_topk")
+        self.exact = not at.tensors
+        if self.exact:
+            self.S = (cosines(index.matrix(base), np.stack([u.z for u in units]))
+                      if base and len(units) else np.zeros((len(units), len(base)), np.float32))
+            return
+        from c3m_kernels.candidate_topk import candidate_topk
+
+        self.S = None
+        self.ids = [e.entry_id for e in base]
+        n, N = len(units), len(base)
+        self.fetched = N if k is None else min(N, max(0, k) + max(0, n - 1))
+        if n and self.fetched:
+            U = np.stack([u.z for u in units]).astype(np.float32)
+            self.top_s, self.top_i = at.host(candidate_topk(at.put(U), at.put(index.matrix(base), np.float32),
+                                                            self.fetched))
+        else:
+            self.top_s, self.top_i = np.zeros((n, 0), np.float32), np.zeros((n, 0), np.int64)
+
+    def top(self, i: int, unit: Unit, entries: list[IndexEntry], k: int) -> tuple[list[tuple[int, float]], dict]:
+        """The device path: unit ``i``'s ``k`` best ``entries`` as [(position, similarity)] (score desc, position asc),
+        and every similarity known so far as {position: similarity}."""
+        pos = {e.entry_id: n for n, e in enumerate(entries)}
+        known: dict[int, float] = {}
+        kept = 0
+        for s, j in zip(self.top_s[i].tolist(), self.top_i[i].tolist()):
+            if j < 0:
+                break
+            n = pos.get(self.ids[j])
+            if n is not None and entries[n].z is self.vectors[self.ids[j]]:
+                known[n] = s
+        for eid in self.ids:
+            n = pos.get(eid)
+            kept += n is not None and entries[n].z is self.vectors[eid]
+        lost = len(self.ids) - kept  # base entries moved or gone since the launch
+        if self.fetched < len(self.ids) and lost > self.fetched - k:  # the launch may miss one: score on the host
+            known = {}
+            todo = list(range(len(entries)))
+        else:
+            todo = [n for n, e in enumerate(entries) if self.vectors.get(e.entry_id) is not e.z]
+        if todo:
+            got = cosines(np.stack([entries[n].z for n in todo]), unit.z[None, :])[0]
+            known.update(zip(todo, got.tolist()))
+        best = sorted(known.items(), key=lambda x: (-x[1], x[0]))[:k]
+        return best, known
 
     def row(self, i: int, unit: Unit, entries: list[IndexEntry]) -> np.ndarray:
         out = np.empty(len(entries), np.float32)
@@ -69,9 +127,10 @@ class SessionScores:
         return out
 
 
-def session_scores(index: ActiveIndex, units) -> SessionScores:
-    """The session's one scoring call (``SessionScores``); pass it to ``propose`` as ``scores``."""
-    return SessionScores(index, units)
+def session_scores(index: ActiveIndex, units, *, k: int | None = None, device: str = "cpu") -> SessionScores:
+    """The session's one scoring call (``SessionScores``); pass it to ``propose`` as ``scores``. ``k``: the candidates
+    ``propose`` will ask for (used on a CUDA ``device`` only, to size the top-k launch); ``device``: the memory's."""
+    return SessionScores(index, units, k=k, device=device)
 
 
 def propose(index: ActiveIndex, unit: Unit, k: int, min_sim: float, *, entities: bool = True,
@@ -85,17 +144,29 @@ def propose(index: ActiveIndex, unit: Unit, k: int, min_sim: float, *, entities:
     entries = [e for e in index.ordered() if e.kind == "entry"]
     if not entries or k <= 0:
         return []
-    sims = (scores.row(row, unit, entries) if scores is not None
-            else cosines(index.matrix(entries), unit.z[None, :])[0])
-    top = np.lexsort((np.arange(len(entries)), -sims))[:k]  # score desc, index asc (candidate_topk's order)
-    picked = {int(i): float(sims[i]) for i in top if sims[i] >= min_sim}
+    if scores is not None and not scores.exact:  # the device path (module docstring, "Device")
+        best, known = scores.top(row, unit, entries, k)
+        picked = {i: s for i, s in best if s >= min_sim}
+
+        def sim(i: int) -> float:
+            if i not in known:
+                known[i] = float(cosines(entries[i].z[None, :], unit.z[None, :])[0, 0])
+            return known[i]
+    else:
+        sims = (scores.row(row, unit, entries) if scores is not None
+                else cosines(index.matrix(entries), unit.z[None, :])[0])
+        top = np.lexsort((np.arange(len(entries)), -sims))[:k]  # score desc, index asc (candidate_topk's order)
+        picked = {int(i): float(sims[i]) for i in top if sims[i] >= min_sim}
+
+        def sim(i: int) -> float:
+            return float(sims[i])
     if not entities:
         return sorted(((entries[i], s) for i, s in picked.items()), key=lambda c: (-c[1], c[0].entry_id))
     w = {key: idf(key, index.df, index.n_docs) for key in unit.entities}
     shared = [(sum(w[key] for key in unit.entities if key in e.entities), i) for i, e in enumerate(entries)]
     for overlap, i in sorted(shared, key=lambda x: (-x[0], x[1]))[:k]:
         if overlap > 0 and i not in picked:
-            picked[i] = float(sims[i])
+            picked[i] = sim(i)
     return sorted(((entries[i], s) for i, s in picked.items()), key=lambda c: (-c[1], c[0].entry_id))
 
 

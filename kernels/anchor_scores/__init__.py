@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from .._compat import have_torch, triton_usable
-from ..dispatch import resolve_backend
+from ..dispatch import record, resolve_backend
 from .common import OP, AnchorIndex, _np, build_anchor_index
 
 __all__ = ["anchor_scores", "build_anchor_graph", "build_anchor_index", "AnchorIndex"]
@@ -102,6 +102,7 @@ def anchor_scores(ep_indptr, ep_anchors, idf, sim, seeds, k_exp: int, *, canonic
                          f"{int(seeds_np.max())}]")
     is_cuda = torch_in and dev.type == "cuda"
     name = _backend(OP, backend, is_cuda, float(E) * A + float(B) * E)
+    record(OP, name)
     if name == "triton":
         from .triton_impl import expand_triton
 
@@ -148,6 +149,7 @@ def build_anchor_graph(ep_indptr, ep_anchors, idf, k_edge: int, *, canonical=Non
     E = index.num_episodes
     name = _backend("build_anchor_graph", backend, device is not None and "cuda" in str(device),
                     float(E) * (E + index.num_anchors))
+    record("build_anchor_graph", name)
     if name == "triton":
         from .triton_impl import graph_triton
 

@@ -9,7 +9,9 @@ on a GPU (256 queries × 1M episodes = 1.3 GB; rows are processed in chunks to c
 
 Anchors shared by several seeds of one query are de-duplicated on the host first (np.unique on
 (query, anchor) pairs), so each counts once, as in the CPU path. fp32 atomics make the summation
-order nondeterministic: scores agree with the CPU path to fp32 rounding, ties may swap.
+order nondeterministic: scores agree with the CPU path to fp32 rounding. Within a row, equal fp32
+scores come lower episode id first (as on the CPU); scores equal in exact arithmetic may still differ
+in their last fp32 bit and swap, and a tie at the k-th place may keep either episode.
 """
 from __future__ import annotations
 
@@ -67,6 +69,10 @@ def _scatter_topk(rows, anchors, weights, selfs, index, n_rows, k, device, max_p
     out_i = torch.full((n_rows, k), -1, dtype=torch.int64, device=device)
     if kk:
         ts, ti = torch.topk(scores, kk, dim=1)
+        # equal scores: lower episode id first, the CPU kernels' order (topk leaves ties in any order)
+        ti, perm = torch.sort(ti, dim=1, stable=True)
+        ts, perm = torch.sort(torch.gather(ts, 1, perm), dim=1, descending=True, stable=True)
+        ti = torch.gather(ti, 1, perm)
         ti[torch.isneginf(ts)] = -1
         out_s[:, :kk] = ts.double()
         out_i[:, :kk] = ti

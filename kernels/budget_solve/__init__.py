@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 
 from .._compat import have_torch, triton_usable
-from ..dispatch import resolve_backend
+from ..dispatch import record, resolve_backend
 from .coverage import coverage_solve
 from .cpu import dp_solve, prepare_dp_inputs
 from .reference import (MAX_BRUTE_M, budget_solve_bruteforce, coverage_value, objective,
@@ -169,6 +169,7 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
     if B == 0 or M == 0:
         chosen = np.zeros((B, M), bool)
     elif name == "reference":
+        record(OP, name)
         chosen = budget_solve_bruteforce(v, c, bud, None if groups is None else g, gc,
                                          coverage=cov, coverage_weights=w,
                                          lam=lam if mode == "coverage" else 0.0)
@@ -181,6 +182,7 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
                 f"{OP}: instance {b} needs {int(states[b])} DP states (> {MAX_STATES}) for clipped "
                 f"budgets {caps[b].tolist()} (pages, raw, images, token buckets); lower "
                 f"token_buckets or the count budgets")
+        record(OP, name)
         dp = dp_solve
         if name == "triton":
             from .triton_impl import dp_solve_triton

@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .._compat import have_torch, triton_usable
-from ..dispatch import resolve_backend
+from ..dispatch import record, resolve_backend
 
 __all__ = ["candidate_topk", "normalize_ranges"]
 
@@ -119,6 +119,7 @@ def candidate_topk(queries, keys, k: int, *, offsets=None, mask=None,
 
     checks = {"triton": chk_triton, "cpu": chk_cpu, "reference": have_torch}
     name = resolve_backend(OP, backend, is_cuda=is_cuda, checks=checks)
+    record(OP, name)
 
     if name == "cpu":
         return _run_cpu(queries, keys, k, starts, ends, mask, torch_in)
