@@ -19,7 +19,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
     --episodes 30 --seed 0 --workers "$WORKERS" -q
 python "$ROOT/training/train_relation_head.py" --train "$OUT/train-16k" --dev "$OUT/dev-16k" --test "$OUT/test-32k" \
   --cache-dir "$OUT/pairs" --report "$ROOT/benchmarks/results/relation-head-training.md" \
-  --card "$ROOT/c3m/models/weights/RELATION_HEAD_CARD.md"
+  --card "$ROOT/c3m/models/weights/RELATION_HEAD_CARD.md" --ship   # --ship: replace the shipped relation_mlp.npz
 python "$ROOT/benchmarks/relation_head.py" --pairs "$(ls "$OUT"/pairs/test-32k-*.npz | head -1)" --heads feature mlp
 c3m eval --dataset "$OUT/test-32k" --methods c3m c3m:relation_head=mlp --out "$OUT/eval" --workers "$WORKERS" \
   --perception scene-encoder --image-embedder scene-encoder --limit "$NTEST"

@@ -98,15 +98,15 @@ def test_mlp_head_beats_the_majority_class_and_resume_matches_a_straight_run(tin
     mod = _script()
     common = ["--train", str(tiny_pairs["train"]), "--dev", str(tiny_pairs["dev"]), "--test", str(tiny_pairs["dev"]),
               "--quiet", "true", "--hidden", "16", "--cache-dir", str(tmp_path / "runs")]
-    straight = mod.train(mod.parse_args(common + ["--epochs", "40", "--out", str(tmp_path / "a.npz"), "--metrics",
+    straight = mod.train(mod.parse_args(common + ["--epochs", "40", "--out", str(tmp_path / "a"), "--metrics",
                                                   str(tmp_path / "a.csv")]))
     t = straight["test"]
     assert t["accuracy"] >= t["majority_accuracy"] + 0.15, t
     assert {"same", "update", "distinct"} == set(t["per_class"]) and 0 <= t["ece"] <= 1
-    # resume: 20 epochs, then on to 40 from the checkpoint, gives the straight run's weights
-    mod.train(mod.parse_args(common + ["--epochs", "20", "--out", str(tmp_path / "b.npz")]))
-    mod.train(mod.parse_args(common + ["--epochs", "40", "--out", str(tmp_path / "b.npz")]))
-    a, b = np.load(tmp_path / "a.npz"), np.load(tmp_path / "b.npz")
+    # resume: 20 epochs, then on to 40 from the run folder's checkpoint, gives the straight run's weights
+    mod.train(mod.parse_args(common + ["--epochs", "20", "--out", str(tmp_path / "b")]))
+    mod.train(mod.parse_args(common + ["--epochs", "40", "--out", str(tmp_path / "b")]))
+    a, b = np.load(tmp_path / "a" / "relation_mlp.npz"), np.load(tmp_path / "b" / "relation_mlp.npz")
     for k in ("W0", "W1", "W2", "temperature"):
         np.testing.assert_allclose(a[k], b[k], atol=1e-6)
     assert (tmp_path / "a.csv").read_text().count("\n") == 41
@@ -120,8 +120,8 @@ def test_cross_encoder_smoke_run_saves_a_loadable_head(tiny_pairs, tmp_path):
                                     str(tiny_pairs["dev"]), "--epochs", "1", "--max-steps", "2", "--batch-size", "8",
                                     "--max-pairs", "40", "--max-eval-pairs", "24", "--max-length", "32", "--quiet", "true", "--out", str(out),
                                     "--cache-dir", str(tmp_path / "runs")]))
-    assert res["history"][0]["steps"] == 2
-    head = make_relation_head(f"cross-encoder:{out}")
+    assert res["history"][0]["steps"] == 2 and res["weights"] == str(out / "cross-encoder")
+    head = make_relation_head(f"cross-encoder:{out / 'cross-encoder'}")
     assert isinstance(head, CrossEncoderRelationHead) and head.reads_text
     feats = [dict.fromkeys(FEATURE_NAMES, 0.5)] * 3
     got = head.predict(feats, [("my red mug", "my mug again")] * 3)
@@ -170,10 +170,10 @@ def test_torchrun_two_processes_match_one(tiny_pairs, tmp_path):
               "--quiet", "true", "--hidden", "16", "--batch-size", "64", "--resume", "false", "--cache-dir",
               str(tmp_path / "runs")]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, *common, "--out", str(tmp_path / "one.npz")], check=True, env=env, timeout=600)
+    subprocess.run([sys.executable, *common, "--out", str(tmp_path / "one")], check=True, env=env, timeout=600)
     subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29517", *common, "--out",
-                    str(tmp_path / "two.npz")], check=True, env=env, timeout=600)
-    a, b = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
+                    str(tmp_path / "two")], check=True, env=env, timeout=600)
+    a, b = np.load(tmp_path / "one" / "relation_mlp.npz"), np.load(tmp_path / "two" / "relation_mlp.npz")
     for k in ("W0", "b0", "W1", "W2"):
         np.testing.assert_allclose(a[k], b[k], atol=1e-4)
 

@@ -20,8 +20,15 @@ Losses (all against frozen text vectors, temperatures learned):
 - grounding: within an image, each object phrase -> softmax over patches (its patches are the positives)
   and each patch -> softmax over the image's phrases.
 
+Outputs: the run folder ``--out`` (default ``runs/image-encoder-<time>/``) gets ``scene_encoder.pt`` and
+``summary.json`` (seconds, device, world size, final loss); ``--ship`` also copies the weights over the shipped
+``c3m/models/weights/scene_encoder.pt``. ``--device`` auto | cpu | cuda | cuda:N; under torchrun / accelerate each
+rank takes ``--batch-size`` images per step (DDP averages the gradients: the global batch is N × that), with gloo on
+CPU and nccl on CUDA (``training/runkit.py``). ``--smoke``: 24 images, a tiny net, 2 steps (tests, GPU script).
+
     python training/train_image_encoder.py                       # ~10 min on 2 CPU threads
-    torchrun --nproc_per_node 2 training/train_image_encoder.py  # DDP (gloo) when RANK is set
+    python training/train_image_encoder.py --smoke --device cpu --out /tmp/ie-smoke
+    torchrun --nproc_per_node 2 training/train_image_encoder.py  # DDP (gloo on CPU, nccl on CUDA)
 """
 from __future__ import annotations
 
@@ -29,10 +36,9 @@ import hashlib
 import json
 import math
 import os
-import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +46,10 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import runkit  # noqa: E402
+from runkit import opt  # noqa: E402
 
 from c3m.eval.synth.vocab import number_word  # noqa: E402
 from c3m.models import scene_encoder as se  # noqa: E402
@@ -47,41 +57,40 @@ from c3m.models import scene_encoder as se  # noqa: E402
 
 @dataclass
 class Args:
-    out: str = str(se.WEIGHTS)                     # weights file written at the end
-    data_dir: str = "/tmp/c3m-scene-encoder-data"  # generated train scenes + text-embedding cache
-    episodes: int = 240                            # synthetic histories (about 25 images each at 4k)
-    length: str = "4k"
-    data_seed: int = 0
-    seed: int = 0
-    epochs: int = 6
-    max_steps: int = 0                             # >0 stops early (smoke tests)
-    max_images: int = 0                            # >0 uses only the first N images (smoke tests)
-    batch_size: int = 64
-    lr: float = 2e-3
-    weight_decay: float = 0.05
-    warmup_steps: int = 50
-    width: int = 128
-    layers: int = 2
-    threads: int = 2
-    log_every: int = 20
-    w_global: float = 1.0
-    w_attr: float = 1.0
-    w_ground: float = 1.0
-    extra: dict = field(default_factory=dict)
+    out: str = opt("", "run folder: scene_encoder.pt and summary.json (empty: runs/image-encoder-<time>/)")
+    ship: bool = opt(False, "also copy the weights over the shipped ones")
+    device: str = opt("auto", runkit.DEVICE_HELP)
+    smoke: bool = opt(False, "24 images, a tiny net, 2 steps: seconds (tests, GPU script)")
+    data_dir: str = opt("/tmp/c3m-scene-encoder-data", "generated train scenes + text-embedding cache")
+    episodes: int = opt(240, "synthetic histories (about 25 images each at 4k)")
+    length: str = opt("4k", "history length of the generated data")
+    data_seed: int = opt(0, "seed of the generated data")
+    seed: int = opt(0, "seeds python, numpy, torch (init, batch order), before any data is built")
+    epochs: int = opt(6, "passes over the images")
+    max_steps: int = opt(0, ">0 stops after this many steps")
+    max_images: int = opt(0, ">0 uses only the first N images")
+    batch_size: int = opt(64, "images per step and rank")
+    lr: float = opt(2e-3, "peak learning rate (warm-up, then cosine)")
+    weight_decay: float = opt(0.05, "AdamW weight decay (matrices only)")
+    warmup_steps: int = opt(50, "linear warm-up steps")
+    width: int = opt(128, "transformer width")
+    layers: int = opt(2, "transformer layers")
+    threads: int = opt(0, "torch CPU threads (0: torch's default; torchrun sets 1 per rank via OMP_NUM_THREADS)")
+    log_every: int = opt(20, "steps between log lines")
+    w_global: float = opt(1.0, "weight of the global InfoNCE loss")
+    w_attr: float = opt(1.0, "weight of the patch attribute loss")
+    w_ground: float = opt(1.0, "weight of the grounding loss")
 
 
 ATTRS = ("role", "kind", "colour", "shape", "material", "count")
 K = 4  # objects per scene at most
 
 
-def parse_args(argv: list[str]) -> Args:
-    args = Args()
-    for item in argv:
-        key, _, value = item.lstrip("-").partition("=")
-        key = key.replace("-", "_")
-        if not hasattr(args, key):
-            raise SystemExit(f"unknown argument {key}; known: {', '.join(asdict(args))}")
-        setattr(args, key, type(getattr(args, key))(value))
+def parse_args(argv: list[str] | None) -> Args:
+    args = runkit.parse_args(Args, argv, __doc__, shipped=se.WEIGHTS)
+    if args.smoke:
+        args.episodes, args.max_images, args.batch_size, args.max_steps = 1, 24, 8, 2
+        args.width, args.layers, args.log_every = 32, 1, 1
     return args
 
 
@@ -205,7 +214,7 @@ def loss_fn(model, batch: dict, data: dict, args: Args) -> tuple[torch.Tensor, d
     phr = data["text_emb"][pid.clamp(min=0)]              # [B, K, D]
     sims = s_p * torch.einsum("bpd,bkd->bpk", p, phr)     # [B, P, K]
     owner = batch["owner"]                                # [B, P]
-    pos = (owner[:, :, None] == torch.arange(K)[None, None, :]) & valid[:, None, :]
+    pos = (owner[:, :, None] == torch.arange(K, device=owner.device)[None, None, :]) & valid[:, None, :]
     has = pos.any(1) & valid                              # phrases with at least one patch
     lp = sims.log_softmax(1)                              # phrase -> patches
     l_p2 = -(lp * pos).sum(1)[has] / pos.sum(1)[has]
@@ -220,31 +229,29 @@ def loss_fn(model, batch: dict, data: dict, args: Args) -> tuple[torch.Tensor, d
 
 # --- loop -------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> Path:
+    """Train; returns the weights file written in the run folder."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    ddp = "RANK" in os.environ
-    rank, world = 0, 1
-    if ddp:
-        import torch.distributed as dist
-        dist.init_process_group("gloo")
-        rank, world = dist.get_rank(), dist.get_world_size()
-    torch.set_num_threads(args.threads)
-    random.seed(args.seed + rank)
-    np.random.seed(args.seed + rank)
-    torch.manual_seed(args.seed)
     t0 = time.time()
-    if ddp and rank > 0:
-        dist.barrier()  # rank 0 generates the scenes and the text cache first
+    # device, process group and seeds first: data, init and batch order are then reproducible
+    ctx = runkit.setup(args.device, seed=args.seed, threads=args.threads)
+    rank, world, dev = ctx.rank, ctx.world, ctx.device
+    run = runkit.run_dir("image-encoder", args.out, ctx)
+    if rank > 0:
+        runkit.barrier(ctx)  # rank 0 generates the scenes and the text cache first
     data = make_data(args)
-    if ddp and rank == 0:
-        dist.barrier()
+    if rank == 0:
+        runkit.barrier(ctx)
     n = len(data["images"])
     if rank == 0:
         print(f"data: {n} images, {data['n_texts']} texts from {data['root']} ({time.time() - t0:.0f}s)", flush=True)
-    model = se.SceneNet(width=args.width, layers=args.layers)
+    for key in ("text_emb", "owner", "room", "caption_id", "phrase_id"):
+        data[key] = data[key].to(dev)
+    data["prompt_emb"] = {a: e.to(dev) for a, e in data["prompt_emb"].items()}
+    data["targets"] = {a: t.to(dev) for a, t in data["targets"].items()}
+    net = se.SceneNet(width=args.width, layers=args.layers).to(dev)
     if rank == 0:
-        print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters", flush=True)
-    if ddp:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        print(f"model: {sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters on {dev}", flush=True)
+    model = runkit.ddp(net, ctx)
     decay = [p for name, p in model.named_parameters() if p.ndim >= 2 and "pos" not in name]
     rest = [p for name, p in model.named_parameters() if not (p.ndim >= 2 and "pos" not in name)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0}],
@@ -253,8 +260,8 @@ def main(argv: list[str] | None = None) -> Path:
     total = steps_per_epoch * args.epochs
     if args.max_steps:
         total = min(total, args.max_steps)
-    gen = torch.Generator().manual_seed(args.seed)
-    step, t1 = 0, time.time()
+    gen = torch.Generator().manual_seed(args.seed)  # the same order on every rank; each takes its slice
+    step, t1, seen, loss = 0, time.time(), 0, None
     model.train()
     while step < total:
         order = torch.randperm(n, generator=gen)[rank::world]
@@ -267,31 +274,36 @@ def main(argv: list[str] | None = None) -> Path:
             lr = args.lr * min(1.0, (step + 1) / args.warmup_steps) * 0.5 * (1 + math.cos(math.pi * step / total))
             for group in opt.param_groups:
                 group["lr"] = lr
-            batch = {"images": data["images"][idx], "targets": {a: t[idx] for a, t in data["targets"].items()},
-                     "owner": data["owner"][idx], "room": data["room"][idx], "caption_id": data["caption_id"][idx],
-                     "phrase_id": data["phrase_id"][idx]}
+            i = idx.to(dev)
+            batch = {"images": data["images"][idx].to(dev),
+                     "targets": {a: t[i] for a, t in data["targets"].items()},
+                     "owner": data["owner"][i], "room": data["room"][i], "caption_id": data["caption_id"][i],
+                     "phrase_id": data["phrase_id"][i]}
             loss, logs = loss_fn(model, batch, data, args)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             step += 1
+            seen += len(idx)
             if rank == 0 and (step % args.log_every == 0 or step == total):
                 detail = " ".join(f"{k}={v:.3f}" for k, v in logs.items())
                 print(f"step {step}/{total} loss={loss.item():.3f} {detail} lr={lr:.2e} "
                       f"({time.time() - t1:.0f}s)", flush=True)
-    out = Path(args.out)
+    final = runkit.all_sum(ctx, loss.item() if loss is not None else 0.0) / world
+    ranks = runkit.gather(ctx, {"rank": rank, "device": str(dev), "pid": os.getpid(), "images": seen})
+    out = run / se.WEIGHTS.name
     if rank == 0:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        net = model.module if ddp else model
         meta = {"args": json.dumps(asdict(args)), "train_images": n, "steps": step,
                 "train_seconds": round(time.time() - t0, 1), "data": "c3m synth split=train "
                 f"length={args.length} episodes={args.episodes} seed={args.data_seed}", "torch": str(torch.__version__)}
-        se.save_weights(net.eval(), out, meta)
+        se.save_weights(net.cpu().eval(), out, meta)
         print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB) in {time.time() - t0:.0f}s", flush=True)
-    if ddp:
-        import torch.distributed as dist
-        dist.destroy_process_group()
+        shipped = str(runkit.ship(out, se.WEIGHTS)) if args.ship else None
+        runkit.write_summary(run, ctx, ranks, trainer="image-encoder", smoke=args.smoke, seed=args.seed,
+                             seconds=round(time.time() - t0, 2), steps=step, final_loss=final, weights=str(out),
+                             shipped=shipped)
+    runkit.finish(ctx)
     return out
 
 

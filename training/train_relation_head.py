@@ -1,41 +1,54 @@
 """Train RAMU's relation head (same / update / distinct) on the generator's gold pairs; calibrate; report.
 
-One readable file: a dataclass of arguments (every field is a ``--flag``), data, model, loop, calibration, report.
+One readable file: a dataclass of arguments (every field is a ``--flag``; ``--help`` lists them), data, model,
+loop, calibration, report. The rules shared by every trainer (device, processes, seeds, run folder, ``--ship``)
+live in ``training/runkit.py``.
 
 Data: ``c3m.eval.relation_pairs.build_pairs`` turns a ``c3m synth`` dataset's gold pairs into phi(m, e) rows (all
 twelve features, the text–image agreement from the scene encoder, each image pair also once without it) and pair
 texts. Train on the **train** split, choose the epoch, the temperature and δ on **dev**, report on **test**.
+``--smoke`` makes two tiny splits on the fly (hashing embedder, no image embedder) and trains a few epochs: seconds
+on a CPU, for tests and the GPU script.
 
 Heads (``--head``):
-- ``mlp``: standardised phi -> ReLU MLP -> 3 logits; class-balanced cross-entropy; saved as ``.npz``
-  (``MLPRelationHead``; the shipped ``c3m/models/weights/relation_mlp.npz`` comes from this script).
+- ``mlp``: standardised phi -> ReLU MLP -> 3 logits; class-balanced cross-entropy; saved as ``relation_mlp.npz``
+  (``MLPRelationHead``; ``--ship`` copies it over the shipped ``c3m/models/weights/relation_mlp.npz``).
 - ``cross-encoder``: a transformers encoder (default: the packaged all-MiniLM-L6-v2; any local folder with
-  ``--backbone``) over "entry text [SEP] unit text", mean-pooled and joined with phi; saved as a folder
-  (``CrossEncoderRelationHead``). ``--deepspeed CONFIG`` runs it under DeepSpeed when that is installed.
+  ``--backbone``) over "entry text [SEP] unit text", mean-pooled and joined with phi; saved as the folder
+  ``cross-encoder/`` (``CrossEncoderRelationHead``). ``--deepspeed training/ds_relation_cross_encoder.json`` runs
+  it under DeepSpeed (``pip install deepspeed``; launched by ``deepspeed`` or ``torchrun``).
 
 Calibration: one temperature fitted on dev (NLL, golden-section search over log T); the epoch kept is the one with
 the best dev accuracy (see the loop for why not NLL); test reports ECE (15 equal bins over the top-class confidence) and a
 reliability diagram.
 
-Distributed: with ``RANK`` set (``torchrun --nproc_per_node N`` or ``accelerate launch``) every global batch is
+Outputs: the run folder ``--out`` (default ``runs/relation-head-<time>/``): the weights, ``checkpoint.pt`` (resumed
+when the same ``--out`` is run again), ``metrics.csv`` and ``summary.json`` (seconds, device, world size, final loss).
+
+Distributed: under ``torchrun --nproc_per_node N`` or ``accelerate launch`` (``RANK`` set) every global batch is
 split over the ranks and DDP averages the gradients; the loss is scaled so that N processes take exactly the
-steps one process takes (gloo on CPU, nccl on CUDA).
+steps one process takes (gloo on CPU, nccl on CUDA; each rank on cuda:$LOCAL_RANK).
 
     python training/train_relation_head.py --train /tmp/rh/train-16k --dev /tmp/rh/dev-16k --test DIR
+    python training/train_relation_head.py --smoke --device cpu --out /tmp/rh-smoke
     torchrun --nproc_per_node 2 training/train_relation_head.py --train ... --dev ... --test ...
+    accelerate launch --num_processes 2 training/train_relation_head.py --train ... --dev ...
+    deepspeed --num_gpus 2 training/train_relation_head.py --head cross-encoder \
+        --deepspeed training/ds_relation_cross_encoder.json --train ... --dev ...
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
 import hashlib
+import importlib.util
 import json
 import math
 import os
 import sys
+import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,60 +57,71 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import runkit  # noqa: E402
+from runkit import opt  # noqa: E402
 
 from c3m.eval.relation_eval import (ece, evaluate, feature_head_judged, fit_temperature, nll,  # noqa: E402
                                     choose_delta, sweep_table)
 from c3m.eval.relation_pairs import LABELS, RelationPairs, build_pairs  # noqa: E402
 from c3m.models.relation_head import SHIPPED_MLP, MLPRelationHead, decide_relation, softmax  # noqa: E402
 
+CARD = SHIPPED_MLP.with_name("RELATION_HEAD_CARD.md")
+
 
 @dataclass
 class Args:
-    train: str = ""                # c3m synth folder (train split) or a cached pairs .npz
-    dev: str = ""                  # dev split: epoch, temperature and δ are chosen here
-    test: str = ""                 # test split: reported once
-    histories: int = 0             # 0: every history of each folder
-    head: str = "mlp"              # mlp | cross-encoder
-    out: str = str(SHIPPED_MLP)    # weights (.npz for mlp, a folder for cross-encoder)
-    report: str = ""               # Markdown report (and PNGs beside it); empty: none
-    card: str = ""                 # model card (data, split, metrics, command) written beside shipped weights
-    cache_dir: str = "/tmp/c3m-relation-pairs"
-    image_embedder: str = "scene-encoder"  # text–image agreement feature; "none" leaves it 0
-    anchors: str = "auto"          # text anchor extractor, as the c3m method's ``anchors`` option
-    text_embedder: str = "auto"    # routing vectors (sim feature): the embedder c3m will run with
-    seed: int = 0
-    epochs: int = 60
-    batch_size: int = 512
-    lr: float = 3e-3
-    weight_decay: float = 1e-4
-    hidden: int = 64
-    layers: int = 2                # hidden layers of the MLP
-    max_steps: int = 0             # >0 stops early (smoke tests)
-    balanced: bool = True          # class-balanced loss weights
-    backbone: str = ""             # cross-encoder: a local transformers folder (empty: packaged MiniLM)
-    max_length: int = 128
-    backbone_lr: float = 3e-5
-    max_pairs: int = 0             # >0 subsamples the train pairs (cross-encoder on CPU)
-    max_eval_pairs: int = 0        # >0 subsamples the dev and test pairs (smoke runs)
-    deepspeed: str = ""            # cross-encoder: a DeepSpeed JSON config (needs `pip install deepspeed`)
-    checkpoint: str = ""           # resumable state, written every epoch; empty: in cache_dir, keyed by out
-    resume: bool = True
-    metrics: str = ""              # CSV of per-epoch metrics; empty: in cache_dir, keyed by out
-    tensorboard: str = ""          # a log folder for TensorBoard scalars (needs `pip install tensorboard`)
-    threads: int = 0               # torch CPU threads (0: leave torch's default)
-    quiet: bool = False
+    train: str = opt("", "c3m synth folder (train split) or a cached pairs .npz")
+    dev: str = opt("", "dev split: the epoch, the temperature and δ are chosen here")
+    test: str = opt("", "test split: reported once (empty: none)")
+    histories: int = opt(0, "histories per folder (0: all)")
+    head: str = opt("mlp", "mlp | cross-encoder")
+    out: str = opt("", "run folder: weights, checkpoint, metrics.csv, summary.json (empty: runs/relation-head-<time>/)")
+    ship: bool = opt(False, "also copy the trained mlp head over the shipped weights, and write the model card")
+    device: str = opt("auto", runkit.DEVICE_HELP)
+    smoke: bool = opt(False, "tiny synthetic splits built on the fly, a few epochs: seconds (tests, GPU script)")
+    report: str = opt("", "Markdown report (and PNGs beside it); empty: none")
+    card: str = opt("", "model card path (empty: none, or RELATION_HEAD_CARD.md beside the weights with --ship)")
+    cache_dir: str = opt("/tmp/c3m-relation-pairs", "where built pairs are cached")
+    image_embedder: str = opt("scene-encoder", "text–image agreement feature; none leaves it 0")
+    anchors: str = opt("auto", "text anchor extractor, as the c3m method's anchors option")
+    text_embedder: str = opt("auto", "routing vectors (sim feature): the embedder c3m will run with")
+    seed: int = opt(0, "seeds python, numpy, torch and the epoch orders, before any data is built")
+    epochs: int = opt(60, "passes over the train pairs")
+    batch_size: int = opt(512, "global batch (split over the ranks)")
+    lr: float = opt(3e-3, "learning rate (the head)")
+    weight_decay: float = opt(1e-4, "AdamW weight decay")
+    hidden: int = opt(64, "MLP width")
+    layers: int = opt(2, "hidden layers of the MLP")
+    max_steps: int = opt(0, ">0 stops after this many steps")
+    balanced: bool = opt(True, "class-balanced loss weights")
+    backbone: str = opt("", "cross-encoder: a local transformers folder (empty: packaged MiniLM)")
+    max_length: int = opt(128, "cross-encoder: tokens per pair")
+    backbone_lr: float = opt(3e-5, "cross-encoder: learning rate of the encoder")
+    max_pairs: int = opt(0, ">0 subsamples the train pairs (cross-encoder on CPU)")
+    max_eval_pairs: int = opt(0, ">0 subsamples the dev and test pairs")
+    deepspeed: str = opt("", "cross-encoder: a DeepSpeed JSON config, e.g. training/ds_relation_cross_encoder.json "
+                             "(needs pip install deepspeed)")
+    checkpoint: str = opt("", "resumable state, written every epoch (empty: checkpoint.pt in the run folder)")
+    resume: bool = opt(True, "resume from the checkpoint when it exists")
+    metrics: str = opt("", "CSV of per-epoch metrics (empty: metrics.csv in the run folder)")
+    tensorboard: str = opt("", "a log folder for TensorBoard scalars (needs pip install tensorboard)")
+    threads: int = opt(0, "torch CPU threads (0: torch's default; torchrun sets 1 per rank via OMP_NUM_THREADS)")
+    quiet: bool = opt(False, "no progress bar or log lines")
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f in fields(Args):
-        kind = type(f.default)
-        if kind is bool:
-            ap.add_argument(f"--{f.name.replace('_', '-')}", type=lambda v: v.lower() in ("1", "true", "yes"),
-                            default=f.default)
-        else:
-            ap.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
-    return Args(**vars(ap.parse_args(argv)))
+    args = runkit.parse_args(Args, argv, __doc__, shipped=SHIPPED_MLP)
+    if args.smoke:  # a few seconds end to end (--epochs may shorten it further)
+        args.epochs, args.hidden, args.batch_size, args.resume = min(args.epochs, 8), 16, 64, False
+    if args.out.endswith(".npz"):
+        raise SystemExit(f"--out is a run folder now (the weights land in it as relation_mlp.npz), got {args.out!r}")
+    if not args.smoke and not (args.train and args.dev):
+        raise SystemExit("--train and --dev are required (or --smoke)")
+    if args.ship and args.head != "mlp":
+        raise SystemExit("--ship replaces the shipped mlp head; a cross-encoder has no shipped weights (use --out)")
+    return args
 
 
 # --- data -------------------------------------------------------------------------------------------------
@@ -124,6 +148,22 @@ def load_pairs(source: str, args: Args, rank: int) -> RelationPairs:
     return RelationPairs.load(cache)
 
 
+def smoke_pairs() -> tuple[RelationPairs, RelationPairs]:
+    """Two tiny splits (hard preset, 2 histories of 4k tokens each) as pairs, with fast models (hashing embedder,
+    heuristic anchors, no image embedder): under a second, deterministic, so every rank builds the same rows."""
+    from c3m.eval.synth import generate_dataset
+    from c3m.models import make_text_embedder
+
+    emb = make_text_embedder("hashing")
+    out = []
+    with tempfile.TemporaryDirectory(prefix="c3m-rh-smoke-") as tmp:
+        for split, seed in (("train", 0), ("dev", 1)):
+            ds = generate_dataset(Path(tmp) / split, length=4000, episodes=2, seed=seed, split=split, preset="hard",
+                                  progress=False)
+            out.append(build_pairs(ds, embedder=emb, anchors="heuristic"))
+    return out[0], out[1]
+
+
 # --- models -----------------------------------------------------------------------------------------------
 class MLP(torch.nn.Module):
     def __init__(self, n_in: int, hidden: int, layers: int, mean: np.ndarray, std: np.ndarray):
@@ -134,7 +174,7 @@ class MLP(torch.nn.Module):
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
 
     def forward(self, x, texts=None):
-        h = (x - self.mean) / self.std
+        h = ((x - self.mean) / self.std).to(self.linears[0].weight.dtype)  # bf16 under DeepSpeed
         for i, lin in enumerate(self.linears):
             h = lin(h)
             if i < len(self.linears) - 1:
@@ -142,8 +182,9 @@ class MLP(torch.nn.Module):
         return h
 
     def export(self, temperature: float, names, meta: dict) -> MLPRelationHead:
-        layers = [(lin.weight.detach().cpu().numpy(), lin.bias.detach().cpu().numpy()) for lin in self.linears]
-        return MLPRelationHead(layers, self.mean.cpu().numpy(), self.std.cpu().numpy(), temperature, names,
+        f32 = lambda t: t.detach().float().cpu().numpy()  # noqa: E731 (bf16 under DeepSpeed has no numpy dtype)
+        layers = [(f32(lin.weight), f32(lin.bias)) for lin in self.linears]
+        return MLPRelationHead(layers, f32(self.mean), f32(self.std), temperature, names,
                                name=meta.get("name", "mlp"), meta=meta)
 
 
@@ -168,7 +209,7 @@ class CrossEncoder(torch.nn.Module):
         h = self.encoder(**tok).last_hidden_state
         m = tok["attention_mask"].unsqueeze(-1).float()
         pooled = (h * m).sum(1) / m.sum(1).clamp(min=1)
-        return self.linear(torch.cat([pooled, (x - self.mean) / self.std], dim=1))
+        return self.linear(torch.cat([pooled, ((x - self.mean) / self.std).to(pooled.dtype)], dim=1))
 
     def export(self, folder: Path, temperature: float, names, meta: dict) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -181,39 +222,46 @@ class CrossEncoder(torch.nn.Module):
 
 
 def logits_of(model, P: RelationPairs, batch: int = 1024) -> np.ndarray:
+    """Logits of every pair (float32, numpy), computed on the model's device."""
+    device = next(model.parameters()).device
     model.eval()
     out = []
     with torch.no_grad():
         for i in range(0, len(P), batch):
-            x = torch.from_numpy(P.X[i:i + batch])
-            out.append(model(x, P.texts[i:i + batch]).float().numpy())
+            x = torch.from_numpy(P.X[i:i + batch]).to(device)
+            out.append(model(x, P.texts[i:i + batch]).float().cpu().numpy())
     model.train()
     return np.concatenate(out) if out else np.zeros((0, len(LABELS)), np.float32)
 
 
 # --- the loop ---------------------------------------------------------------------------------------------
 def train(args: Args) -> dict:
-    ddp = "RANK" in os.environ
-    rank, world = 0, 1
-    if ddp:
-        import torch.distributed as dist
-
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        rank, world = dist.get_rank(), dist.get_world_size()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    np.random.seed(args.seed)
+    t_start = time.time()
+    if args.deepspeed:  # fail before any data is built
+        if not Path(args.deepspeed).is_file():
+            raise SystemExit(f"--deepspeed {args.deepspeed}: no such config (e.g. training/ds_relation_cross_encoder.json)")
+        if importlib.util.find_spec("deepspeed") is None:
+            raise SystemExit("--deepspeed needs DeepSpeed, which is not installed: pip install deepspeed "
+                             "(then launch with `deepspeed --num_gpus N training/train_relation_head.py ...`)")
+    # device, process group and seeds first: everything below (data, sampling, init) is then reproducible
+    ctx = runkit.setup(args.device, seed=args.seed, threads=args.threads)
+    rank, world, dev = ctx.rank, ctx.world, ctx.device
     log = (lambda *a: None) if args.quiet or rank else print
-    if ddp:
-        if rank == 0:
-            for src in (args.train, args.dev, args.test):
-                if src:
-                    load_pairs(src, args, 0)
-        dist.barrier()
-    tr = load_pairs(args.train, args, rank)
-    dv = load_pairs(args.dev, args, rank)
-    te = load_pairs(args.test, args, rank) if args.test else None
+    run = runkit.run_dir("relation-head", args.out, ctx)
+    if args.smoke:
+        tr, dv = smoke_pairs()  # deterministic: every rank builds the same rows
+        te = None
+    else:
+        if ctx.backend is not None:
+            if rank == 0:
+                for src in (args.train, args.dev, args.test):
+                    if src:
+                        load_pairs(src, args, 0)
+            runkit.barrier(ctx)
+        tr = load_pairs(args.train, args, rank)
+        dv = load_pairs(args.dev, args, rank)
+        te = load_pairs(args.test, args, rank) if args.test else None
+
     def sample(P, n):
         return P.subset(np.random.default_rng(args.seed).permutation(len(P)) < n) if P is not None and n and len(P) > n else P
 
@@ -223,39 +271,36 @@ def train(args: Args) -> dict:
     std = np.where(std < 1e-3, 1.0, std).astype(np.float32)
     names = tr.feature_names
     if args.head == "mlp":
-        model = MLP(tr.X.shape[1], args.hidden, args.layers, mean, std)
+        model = MLP(tr.X.shape[1], args.hidden, args.layers, mean, std).to(dev)
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     elif args.head == "cross-encoder":
         from c3m.models.minilm import packaged_model_path
 
-        model = CrossEncoder(args.backbone or str(packaged_model_path()), tr.X.shape[1], mean, std, args.max_length)
+        model = CrossEncoder(args.backbone or str(packaged_model_path()), tr.X.shape[1], mean, std,
+                             args.max_length).to(dev)
         opt = torch.optim.AdamW([{"params": model.encoder.parameters(), "lr": args.backbone_lr},
                                  {"params": model.linear.parameters(), "lr": args.lr}], weight_decay=args.weight_decay)
     else:
         raise SystemExit(f"--head must be mlp or cross-encoder, got {args.head!r}")
     counts = np.bincount(tr.y, minlength=len(LABELS)).astype(np.float64)
     w = (counts.sum() / (len(LABELS) * np.maximum(counts, 1))) if args.balanced else np.ones(len(LABELS))
-    weight = torch.tensor(w, dtype=torch.float32)
+    weight = torch.tensor(w, dtype=torch.float32, device=dev)
     engine = None
     if args.deepspeed:
-        try:
-            import deepspeed
-        except ImportError as exc:
-            raise SystemExit("--deepspeed needs DeepSpeed: pip install deepspeed") from exc
+        import deepspeed
+
         engine, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=args.deepspeed)
-    if engine is not None:
         net = engine  # DeepSpeed wraps the model (and its data parallelism)
     else:
-        net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
-    # run files live in the cache folder (keyed by the output path), never beside shipped weights
-    run = f"{Path(args.out).name}-{hashlib.sha256(str(Path(args.out).resolve()).encode()).hexdigest()[:8]}"
-    ckpt = Path(args.checkpoint or Path(args.cache_dir) / f"{run}.ckpt")
-    metrics_path = Path(args.metrics or Path(args.cache_dir) / f"{run}.metrics.csv")
+        net = runkit.ddp(model, ctx)
+    ckpt = Path(args.checkpoint or run / "checkpoint.pt")
+    metrics_path = Path(args.metrics or run / "metrics.csv")
     start, best, history, steps = 0, ((float("inf"), float("inf")), None, -1), [], 0
     if args.resume and ckpt.is_file():
         state = torch.load(ckpt, map_location="cpu", weights_only=False)
         model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
+        if state.get("opt") is not None and engine is None:
+            opt.load_state_dict(state["opt"])
         start, best, history, steps = state["epoch"], state["best"], state["history"], state["steps"]
         log(f"resumed from {ckpt} at epoch {start}")
     from tqdm import tqdm
@@ -268,7 +313,8 @@ def train(args: Args) -> dict:
             raise SystemExit("--tensorboard needs TensorBoard: pip install tensorboard (CSV metrics need nothing)") from exc
         writer = SummaryWriter(args.tensorboard)
     bar = tqdm(range(start, args.epochs), desc=f"relation head ({args.head})", disable=bool(args.quiet or rank))
-    X, y = torch.from_numpy(tr.X), torch.from_numpy(tr.y)
+    X, y = torch.from_numpy(tr.X).to(dev), torch.from_numpy(tr.y).to(dev)
+    seen = 0  # train rows this rank ran forward (summary.json: every rank did its share)
     for epoch in bar:
         g = torch.Generator().manual_seed(args.seed * 1000 + epoch)
         perm = torch.randperm(len(tr), generator=g)  # the same order on every rank
@@ -277,9 +323,10 @@ def train(args: Args) -> dict:
             idx = perm[i:i + args.batch_size]
             mine = idx[rank::world]  # this rank's share of the global batch
             texts = [tr.texts[j] for j in mine.tolist()] if args.head == "cross-encoder" else None
-            ce = F.cross_entropy(net(X[mine], texts), y[mine], weight=weight, reduction="none")
+            mine_d = mine.to(dev)
+            ce = F.cross_entropy(net(X[mine_d], texts).float(), y[mine_d], weight=weight, reduction="none")
             # DDP averages gradients over ranks: world * sum / |global batch| makes that the global mean
-            loss = ce.sum() * world / (weight[y[idx]].sum())
+            loss = ce.sum() * world / (weight[y[idx.to(dev)]].sum())
             if engine is not None:
                 engine.backward(loss)
                 engine.step()
@@ -289,8 +336,10 @@ def train(args: Args) -> dict:
                 opt.step()
             total += float(loss.detach()) / world
             steps += 1
+            seen += len(mine)
             if args.max_steps and steps >= args.max_steps:
                 break
+        total = runkit.all_sum(ctx, total)  # each rank added its share of every step's loss
         dev_logits = logits_of(model, dv)
         # the epoch is chosen by dev accuracy (ties: temperature-scaled NLL). Measured: scaled dev NLL bottoms out
         # at epoch 2 while dev accuracy climbs from 0.68 to 0.72 — across the split shift the head grows confidently
@@ -308,8 +357,9 @@ def train(args: Args) -> dict:
         if (-dev_acc, dev_loss) < best[0]:
             best = ((-dev_acc, dev_loss), {k: v.detach().clone() for k, v in model.state_dict().items()}, epoch + 1)
         if rank == 0:
-            _atomic_torch_save({"model": model.state_dict(), "opt": opt.state_dict(), "epoch": epoch + 1, "best": best,
-                                "history": history, "steps": steps, "args": asdict(args)}, ckpt)
+            _atomic_torch_save({"model": model.state_dict(), "opt": opt.state_dict() if engine is None else None,
+                                "epoch": epoch + 1, "best": best, "history": history, "steps": steps,
+                                "args": asdict(args)}, ckpt)
         if args.max_steps and steps >= args.max_steps:
             break
     if best[1] is not None:
@@ -326,33 +376,44 @@ def train(args: Args) -> dict:
         result["test"] = evaluate(decide_relation(softmax(te_logits / T)), softmax(te_logits / T), te, delta)
         result["test_uncalibrated_ece"] = ece(softmax(te_logits), te.y)[0]
         result["feature_test"] = evaluate(feature_head_judged(te), None, te, 0.6)
+    ranks = runkit.gather(ctx, {"rank": rank, "device": str(dev), "pid": os.getpid(), "train_rows": seen})
     if rank == 0:
         meta = {"name": "mlp-v1" if args.head == "mlp" else "cross-encoder", "delta": delta, "temperature": T,
                 "feature_names": list(names),
                 "trained": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "data": {"train": args.train, "dev": args.dev, "test": args.test, "train_pairs": len(tr)},
+                "data": {"train": "smoke" if args.smoke else args.train, "dev": args.dev, "test": args.test,
+                         "train_pairs": len(tr)},
                 "test": {k: result["test"][k] for k in ("accuracy", "ece")} if te is not None else {},
                 "command": "python training/train_relation_head.py " + " ".join(sys.argv[1:])}
-        out = Path(args.out)
         if args.head == "mlp":
+            weights = run / SHIPPED_MLP.name
             head = model.export(T, names, meta)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_name(out.stem + ".tmp.npz")
+            tmp = weights.with_name(weights.stem + ".tmp.npz")
             head.save(tmp)
-            os.replace(tmp, out)
+            os.replace(tmp, weights)
         else:
-            model.export(out, T, names, meta)
+            weights = run / "cross-encoder"
+            model.export(weights, T, names, meta)
+        result["weights"] = str(weights)
+        if args.ship:
+            result["shipped"] = str(runkit.ship(weights, SHIPPED_MLP))
         with open(metrics_path, "w", newline="", encoding="utf-8") as fh:
             wr = csv.DictWriter(fh, fieldnames=list(history[0]) if history else ["epoch"])
             wr.writeheader()
             wr.writerows(history)
         if args.report:
             write_report(result, args)
-        if args.card:
-            write_card(result, args, meta)
+        card = args.card or (str(CARD) if args.ship else "")
+        if card:
+            write_card(result, args, meta, Path(card), Path(result.get("shipped", weights)).name)
+        runkit.write_summary(run, ctx, ranks, trainer="relation-head", head=args.head, smoke=args.smoke,
+                             seed=args.seed, seconds=round(time.time() - t_start, 2), steps=steps,
+                             final_loss=history[-1]["train_loss"] if history else None,
+                             dev_accuracy=float((dev_logits.argmax(1) == dv.y).mean()), best_epoch=best[2], weights=str(weights),
+                             shipped=result.get("shipped"))
         log(json.dumps({k: result[k] for k in ("best_epoch", "temperature", "delta")}))
-    if ddp:
-        dist.destroy_process_group()
+        print(f"wrote {weights} and {run / 'summary.json'}", flush=True)
+    runkit.finish(ctx)
     return result
 
 
@@ -432,12 +493,12 @@ def write_report(result: dict, args: Args) -> None:
     path.with_suffix(".json").write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
 
 
-def write_card(result: dict, args: Args, meta: dict) -> None:
+def write_card(result: dict, args: Args, meta: dict, path: Path, weights_name: str) -> None:
     """The shipped head's model card: what it is, what it saw, how it scores, how to rebuild it."""
     te = result.get("test") or result["dev"]
     split = "test" if result.get("test") else "dev"
     a, pc = te["at_delta"], te["per_class"]
-    lines = [f"# `{meta['name']}` relation head (`{Path(args.out).name}`): RAMU's g_r, trained", "",
+    lines = [f"# `{meta['name']}` relation head (`{weights_name}`): RAMU's g_r, trained", "",
              "**Synthetic-domain only.** Trained on gold relation pairs of c3m's own benchmark generator (`c3m synth`). "
              "On real conversations treat it as a starting point and compare it with `feature` on your data.", "",
              "## What it is",
@@ -459,7 +520,8 @@ def write_card(result: dict, args: Args, meta: dict) -> None:
              f"Update precision {a['update_precision']:.3f} (update recall {a['update_recall']:.3f}); look-alike twins "
              f"predicted same {te['twins_same']:.3f}.",
              "- Full tables: `benchmarks/results/relation-head-synth-cpu.md` and `relation-head-training.md`.", ""]
-    Path(args.card).write_text("\n".join(lines), encoding="utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
 
 
 if __name__ == "__main__":

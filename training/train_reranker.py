@@ -16,12 +16,15 @@ cosine, the index's BMER relevance, rrf-v1), with the candidate pool's own recal
 The model then fits on everything and is written to a run folder (``--out``, default ``runs/reranker-<time>/``);
 ``--ship`` writes the shipped weights (``c3m/models/weights/reranker_lgbm.txt``) and their card instead.
 
+No ``--device``: LightGBM's pip wheels train on the CPU only (a GPU build needs LightGBM compiled with CUDA), the
+pools come from c3m's CPU read path, and the fit takes minutes on 2 cores; so this trainer has no torch device, no
+process group and nothing for torchrun / accelerate to split.
+
     python training/train_reranker.py --data benchmarks/data/memgallery-dev,/tmp/hard-train-32k --ship
     python training/train_reranker.py --smoke          # a tiny synthetic split, end to end (tests)
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import hashlib
 import json
@@ -31,13 +34,17 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import runkit  # noqa: E402
+from runkit import opt  # noqa: E402
 
 from c3m.read.features import FEATURES  # noqa: E402
 from c3m.read.rerank import SHIPPED, FusionReranker  # noqa: E402
@@ -47,35 +54,28 @@ CATEGORIES = ("IE", "MSR", "TR", "KU", "AR")
 
 @dataclass
 class Args:
-    data: str = "benchmarks/data/memgallery-dev"  # dataset folders, comma-separated
-    cache_dir: str = "/tmp/c3m-reranker-pools"
-    out: str = ""                  # model file (default: runs/reranker-<time>/reranker_lgbm.txt)
-    ship: bool = False             # write the shipped weights and RERANKER_CARD.md
-    report: str = ""               # Markdown report (default: beside the model)
-    folds: int = 5
-    k: int = 12                    # candidates kept (the default reader budget's Raw Nodes)
-    histories: int = 0             # 0: every history of each folder
-    workers: int = 2
-    seed: int = 0
-    n_estimators: int = 200        # a grid over trees / leaves / min leaf size moved OOF SR@12 by < 1 point;
-    learning_rate: float = 0.05    # the most regularised of the best is kept
-    num_leaves: int = 15
-    min_child_samples: int = 200
-    length_price: float = 0.2      # reported beside: the order the reader uses (pipeline.ranked)
-    colsample_bytree: float = 0.8
-    smoke: bool = False            # a tiny synthetic split made on the fly, few trees
+    data: str = opt("benchmarks/data/memgallery-dev", "dataset folders, comma-separated")
+    cache_dir: str = opt("/tmp/c3m-reranker-pools", "where each history's candidate pools are cached")
+    out: str = opt("", "model file; the report and cv/ go beside it (empty: runs/reranker-<time>/reranker_lgbm.txt)")
+    ship: bool = opt(False, "write the shipped weights and RERANKER_CARD.md instead of a run folder")
+    report: str = opt("", "Markdown report (empty: beside the model)")
+    folds: int = opt(5, "grouped cross-validation folds (by history)")
+    k: int = opt(12, "candidates kept (the default reader budget's Raw Nodes)")
+    histories: int = opt(0, "histories per folder (0: all)")
+    workers: int = opt(2, "processes building pools")
+    seed: int = opt(0, "fold assignment and LightGBM's random_state")
+    # a grid over trees / leaves / min leaf size moved OOF SR@12 by < 1 point; the most regularised of the best is kept
+    n_estimators: int = opt(200, "boosting rounds")
+    learning_rate: float = opt(0.05, "LightGBM learning rate")
+    num_leaves: int = opt(15, "leaves per tree")
+    min_child_samples: int = opt(200, "minimum rows per leaf")
+    length_price: float = opt(0.2, "reported beside: the order the reader uses (pipeline.ranked)")
+    colsample_bytree: float = opt(0.8, "share of features per tree")
+    smoke: bool = opt(False, "a tiny synthetic split made on the fly, few trees (tests)")
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f in fields(Args):
-        kind = type(f.default)
-        if kind is bool:
-            ap.add_argument(f"--{f.name.replace('_', '-')}", nargs="?", const=True, default=f.default,
-                            type=lambda v: v.lower() in ("1", "true", "yes"))
-        else:
-            ap.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
-    return Args(**vars(ap.parse_args(argv)))
+    return runkit.parse_args(Args, argv, __doc__, shipped=SHIPPED)
 
 
 # --- data ---------------------------------------------------------------------------------------------------

@@ -34,9 +34,17 @@ training never touches a store): padded [B, M, 5] selections, the coverage tenso
 reader budget approximated by cumulative sums in retrieval order (Raw-Node slots, images, text tokens).
 Evaluation uses the *real* ``compose`` (``budget_solve`` under the reader budget) on the cached candidates.
 
+**Outputs.** ``--out`` is the run folder (default ``runs/selector-ppo-<time>/``): ``selector.pt``,
+``checkpoint.pt`` (resumed when the same ``--out`` is run again), ``metrics.csv``, ``summary.json`` (seconds,
+device, world size, final loss), evaluations. ``--ship`` copies the trained (train mode) or chosen (sweep mode)
+selector over the shipped ``c3m/models/weights/selector_ppo.pt``; nothing else touches it. ``--smoke`` is the
+toy bandit for a few iterations (seconds on a CPU; tests and the GPU script). ``--device``: auto | cpu | cuda |
+cuda:N (``training/runkit.py``: the device and process rules every trainer shares).
+
     python training/train_selector_ppo.py --mode=build-pools --dataset=DS --stores=OUT/stores/c3m/16k --name=train
     python training/train_selector_ppo.py --mode=sweep --sweep=0,0.5,1,2 --out=runs/ppo
     python training/train_selector_ppo.py --mode=eval --weights=c3m/models/weights/selector_ppo.pt --eval_pools=test
+    python training/train_selector_ppo.py --smoke --device cpu --out /tmp/ppo-smoke
     torchrun --nproc_per_node 2 training/train_selector_ppo.py --mode=train   # gloo on CPU, nccl on GPU
     accelerate launch --multi_gpu --num_processes 2 training/train_selector_ppo.py --mode=train
     # (on a CPU-only machine accelerate needs --multi_gpu to start 2 ranks, which then use gloo; --cpu alone
@@ -51,12 +59,11 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import pickle
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +71,10 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import runkit  # noqa: E402
+from runkit import opt  # noqa: E402
 
 from c3m.read.compose import FORM_NAMES, FORMS, PPO_WEIGHTS, SCALARS, MLPSelector, memory_scalars  # noqa: E402
 
@@ -72,75 +83,61 @@ QUALITY = "evidence-check-v1"
 
 @dataclass
 class Args:
-    mode: str = "train"                 # build-pools | train | sweep | eval
-    out: str = "runs/selector-ppo"      # checkpoints, metrics.csv, eval.json, plots
-    pools: str = "/tmp/c3m-selector-pools"  # folder of <name>.pkl pools
-    train_pool: str = "train"
-    dev_pool: str = "dev"
-    eval_pools: str = "dev"             # comma-separated pools evaluated with the real compose
+    mode: str = opt("train", "build-pools | train | sweep | eval")
+    out: str = opt("", "run folder: selector.pt, checkpoint, metrics.csv, summary.json, evaluations, plots "
+                       "(empty: runs/selector-ppo-<time>/)")
+    ship: bool = opt(False, "copy the trained (train) or chosen (sweep) selector over the shipped weights")
+    device: str = opt("auto", runkit.DEVICE_HELP)
+    smoke: bool = opt(False, "the toy bandit for a few iterations: seconds (tests, GPU script)")
+    pools: str = opt("/tmp/c3m-selector-pools", "folder of <name>.pkl pools")
+    train_pool: str = opt("train", "pool trained on")
+    dev_pool: str = opt("dev", "pool the sweep chooses λ on")
+    eval_pools: str = opt("dev", "comma-separated pools evaluated with the real compose")
     # build-pools
-    dataset: str = ""
-    stores: str = ""                    # OUT/stores/c3m/<length> of a `c3m eval --methods c3m` run
-    name: str = "train"
-    perception: str = "scene-encoder"
-    limit: int = 0
-    done_from: str = ""                 # a harness results .jsonl: only histories it records as finished
+    dataset: str = opt("", "build-pools: the c3m synth dataset")
+    stores: str = opt("", "build-pools: OUT/stores/c3m/<length> of a `c3m eval --methods c3m` run")
+    name: str = opt("train", "build-pools: the pool's name")
+    perception: str = opt("scene-encoder", "build-pools: perception of the stores")
+    limit: int = opt(0, "build-pools: at most this many histories (0: all)")
+    done_from: str = opt("", "build-pools: a harness results .jsonl; only histories it records as finished")
     # PPO
-    lam: float = 1.0                    # λ: cost weight (unitless after rescaling)
-    sweep: str = "0,0.5,1,2,4"
-    rescale: bool = True                # HiVe-Mem cost clipping + rescaling (False: cost/1000)
-    cost_window: int = 20               # batches in the sliding window
-    iterations: int = 300
-    batch_size: int = 64                # questions per iteration (global, over all ranks)
-    epochs: int = 2
-    minibatches: int = 4
-    lr: float = 1e-3
-    clip: float = 0.2
-    ent_coef: float = 0.02
-    vf_coef: float = 0.5
-    max_grad_norm: float = 1.0
-    hidden: int = 64
-    embeddings: bool = True             # False: the policy sees the per-memory scalars only
-    seed: int = 0
-    threads: int = 2
-    device: str = "auto"                # auto: cuda when available (nccl under torchrun), else cpu (gloo)
-    ckpt_every: int = 50
-    resume: bool = True
-    log_every: int = 10
-    progress: bool = True
-    weights: str = ""                   # eval mode: the selector to evaluate (default: shipped)
-    ship: str = ""                      # sweep mode: copy the chosen λ's selector here (e.g. the shipped path)
-    tolerance: float = 0.01             # sweep: the chosen policy's dev oracle-reader may trail all-forms by this
-    toy: bool = False                   # train on a toy bandit with a known optimum (tests)
-    toy_questions: int = 256
+    lam: float = opt(1.0, "λ: cost weight (unitless after rescaling)")
+    sweep: str = opt("0,0.5,1,2,4", "sweep: the λ values")
+    rescale: bool = opt(True, "HiVe-Mem cost clipping + rescaling (false: cost/1000)")
+    cost_window: int = opt(20, "batches in the cost scaler's sliding window")
+    iterations: int = opt(300, "PPO iterations")
+    batch_size: int = opt(64, "questions per iteration (global, over all ranks)")
+    epochs: int = opt(2, "PPO epochs per iteration")
+    minibatches: int = opt(4, "minibatches per epoch")
+    lr: float = opt(1e-3, "Adam learning rate")
+    clip: float = opt(0.2, "PPO ratio clip")
+    ent_coef: float = opt(0.02, "entropy bonus")
+    vf_coef: float = opt(0.5, "value loss weight")
+    max_grad_norm: float = opt(1.0, "gradient clipping")
+    hidden: int = opt(64, "MLP width")
+    embeddings: bool = opt(True, "false: the policy sees the per-memory scalars only")
+    seed: int = opt(0, "seeds python, numpy, torch, the policy init and the rollout generator, before any data")
+    threads: int = opt(0, "torch CPU threads (0: torch's default; torchrun sets 1 per rank via OMP_NUM_THREADS)")
+    ckpt_every: int = opt(50, "iterations between checkpoints")
+    resume: bool = opt(True, "resume from the run folder's checkpoint when it exists")
+    log_every: int = opt(10, "unused; kept for old commands")
+    progress: bool = opt(True, "progress bar")
+    weights: str = opt("", "eval mode: the selector to evaluate (empty: shipped)")
+    tolerance: float = opt(0.01, "sweep: the chosen policy's dev oracle-reader may trail all-forms by this")
+    toy: bool = opt(False, "train on a toy bandit with a known optimum (tests)")
+    toy_questions: int = opt(256, "questions of the toy bandit")
 
 
-def parse_args(argv: list[str]) -> Args:
-    args = Args()
-    kinds = {f.name: type(getattr(args, f.name)) for f in fields(args)}
-    for item in argv:
-        key, _, value = item.lstrip("-").partition("=")
-        key = key.replace("-", "_")
-        if key not in kinds:
-            raise SystemExit(f"unknown argument {key}; known: {', '.join(kinds)}")
-        if kinds[key] is bool:
-            setattr(args, key, value.lower() in ("", "1", "true", "yes"))
-        else:
-            setattr(args, key, kinds[key](value))
+def parse_args(argv: list[str] | None) -> Args:
+    args = runkit.parse_args(Args, argv, __doc__, shipped=PPO_WEIGHTS)
+    if args.smoke:  # the toy bandit, small: a few seconds end to end
+        args.mode, args.toy, args.toy_questions, args.resume, args.progress = "train", True, 128, False, False
+        args.iterations, args.batch_size, args.hidden = min(args.iterations, 10), 32, 16
+        args.minibatches, args.eval_pools = 2, ""
     return args
 
 
 # --- distributed ------------------------------------------------------------------------------------------
-def dist_init():
-    if "RANK" not in os.environ:
-        return 0, 1
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_rank(), dist.get_world_size()
-
-
 def all_sum(t: torch.Tensor, world: int) -> torch.Tensor:
     if world > 1:
         import torch.distributed as dist
@@ -405,9 +402,13 @@ def log_probs(logits: torch.Tensor, a: torch.Tensor, avail: torch.Tensor):
 
 # --- PPO --------------------------------------------------------------------------------------------------
 def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPSelector:
-    rank, world = dist_init()
-    torch.set_num_threads(args.threads)
-    out = Path(out or args.out)
+    """PPO on ``data`` (default: the toy bandit or the train pool); ``selector.pt`` and ``summary.json`` in ``out``
+    (default: the run folder ``--out``)."""
+    t_start = time.time()
+    # device, process group and seeds first: everything below (data, init, rollouts) is then reproducible
+    ctx = runkit.setup(args.device, seed=args.seed, threads=args.threads)
+    rank, world, device = ctx.rank, ctx.world, ctx.device
+    out = Path(out) if out else runkit.run_dir("selector-ppo", args.out, ctx)
     if data is None:
         data = toy_pools(args.toy_questions, args.seed + 1000) if args.toy else tensorise(
             load_pool(args, args.train_pool)["records"])
@@ -415,10 +416,7 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
     D = (data["x"].shape[-1] - len(SCALARS)) // 2
     if not args.embeddings:
         data = {**data, "x": data["x"][..., 2 * D:]}
-    torch.manual_seed(args.seed)
     sel = MLPSelector(D, args.hidden, seed=args.seed, name="ppo", version="v2", embeddings=args.embeddings)
-    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() and
-                          args.device != "cpu" else "cpu")
     net = sel.net.to(device)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr, eps=1e-5)
     scaler = CostScaler(args.cost_window, args.rescale)
@@ -441,7 +439,7 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
     mine = torch.arange(rank, B, world)  # positions of the global batch this rank rolls out
     log_path = out / "metrics.csv"
     cols = ["iteration", "lam", "reward", "quality", "evidence_acc", "oracle", "tokens", "entropy", "approx_kl",
-            "clipfrac", "value_loss", "decisions_per_s", "seconds"]
+            "clipfrac", "value_loss", "decisions_per_s", "seconds", "loss"]
     if rank == 0 and (start == 0 or not log_path.is_file()):
         with log_path.open("w", newline="") as fh:
             csv.writer(fh).writerow(cols)
@@ -449,6 +447,7 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
 
     bar = tqdm(range(start, args.iterations), desc=f"ppo λ={args.lam:g}", disable=rank != 0 or not args.progress)
     t0 = time.time()
+    row: dict = {}
     for it in bar:
         idx = torch.randint(0, N, (B,), generator=gen)
         M = int(data["mask"][idx].sum(1).max())
@@ -478,6 +477,7 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
         roll_s = time.perf_counter() - tr
         # update: epochs × minibatches over the global batch; each rank holds its positions' rows
         stats = torch.zeros(5, device=device)
+        loss_sum, n_mb = torch.zeros((), device=device), 0  # this rank's part of each minibatch's loss
         perm_all = [torch.randperm(B, generator=gen) for _ in range(args.epochs)]
         pos = torch.full((B,), -1, dtype=torch.long, device=device)
         pos[mine.to(device)] = torch.arange(len(mine), device=device)
@@ -502,11 +502,14 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
                             all_sum(p.grad, world)
                 torch.nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
                 opt.step()
+                loss_sum += loss.detach()
+                n_mb += 1
                 with torch.no_grad():
                     kl = (ratio - 1) - (lp - old_lp[rows])
                     stats += torch.stack([(kl * mv).sum(), (((ratio - 1).abs() > args.clip).float() * mv).sum(),
                                           (v_loss * mv).sum(), (ent * mv).sum(), mv.sum()])
         stats = all_sum(stats, world)
+        loss_sum = all_sum(loss_sum, world) / max(1, n_mb)
         row_stats = all_sum(torch.stack([(reward * vf).sum(), res["quality"].sum(), res["all"].sum(),
                                          res["oracle"].sum(), res["tokens"].sum(),
                                          torch.tensor(float(len(mine)), device=device)]), world)
@@ -516,7 +519,8 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
                "oracle": (row_stats[3] / n_q).item(), "tokens": (row_stats[4] / n_q).item(),
                "entropy": (stats[3] / stats[4]).item(), "approx_kl": (stats[0] / stats[4]).item(),
                "clipfrac": (stats[1] / stats[4]).item(), "value_loss": (stats[2] / stats[4]).item(),
-               "decisions_per_s": decisions / max(roll_s, 1e-9), "seconds": round(time.time() - t0, 2)}
+               "decisions_per_s": decisions / max(roll_s, 1e-9), "seconds": round(time.time() - t0, 2),
+               "loss": loss_sum.item()}
         if rank == 0:
             with log_path.open("a", newline="") as fh:
                 csv.writer(fh).writerow([row[c] for c in cols])
@@ -525,10 +529,17 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
                 torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "scaler": scaler.state_dict(),
                             "gen": gen.get_state(), "iteration": it + 1, "args": asdict(args)}, ckpt)
     sel.net = net.cpu()
+    ranks = runkit.gather(ctx, {"rank": rank, "device": str(device), "pid": os.getpid(),
+                                "questions": len(mine) * (args.iterations - start)})
     if rank == 0:
         sel.net.eval()
         sel.save(out / "selector.pt", meta={"lam": args.lam, "iterations": args.iterations, "quality": QUALITY,
                                             "train_pool": args.train_pool, "args": json.dumps(asdict(args))})
+        runkit.write_summary(out, ctx, ranks, trainer="selector-ppo", toy=args.toy, smoke=args.smoke, seed=args.seed,
+                             lam=args.lam, seconds=round(time.time() - t_start, 2), iterations=args.iterations,
+                             final_loss=row.get("loss"), final_quality=row.get("quality"),
+                             final_reward=row.get("reward"), weights=str(out / "selector.pt"))
+        print(f"wrote {out / 'selector.pt'} and {out / 'summary.json'}", flush=True)
     sel.net.eval()
     return sel
 
@@ -666,7 +677,8 @@ def sweep(args: Args) -> dict:
 
     from c3m.read.compose import RuleSelector
 
-    out = Path(args.out)
+    ctx = runkit.setup(args.device, seed=args.seed, threads=args.threads)
+    out = runkit.run_dir("selector-ppo-sweep", args.out, ctx)
     data = tensorise(load_pool(args, args.train_pool)["records"])
     dev = load_pool(args, args.dev_pool)
     count = token_counter(dev)
@@ -675,6 +687,8 @@ def sweep(args: Args) -> dict:
     points = []
     for lam in [float(x) for x in args.sweep.split(",") if x.strip()]:
         sel = train(replace(args, lam=lam), data, out / f"lam-{lam:g}")
+        if not ctx.main:
+            continue  # rank 0 evaluates and writes
         res = evaluate(dev["records"], sel, count)
         (out / f"lam-{lam:g}" / "dev.json").write_text(json.dumps({k: v for k, v in res.items() if k != "rows"},
                                                                   indent=1))
@@ -683,6 +697,9 @@ def sweep(args: Args) -> dict:
                                                            "context_tokens")}, "groups": res["groups"]})
         print(f"λ={lam:g}: dev oracle {g['oracle_reader_acc']:.3f} evidence {g['evidence_acc']:.3f} "
               f"tokens {g['context_tokens']:.0f}", flush=True)
+    if not ctx.main:
+        runkit.finish(ctx)
+        return {}
     ref = refs["all-forms"]["groups"]["overall"]
     ok = [p for p in points if p["oracle_reader_acc"] >= ref["oracle_reader_acc"] - args.tolerance]
     chosen = min(ok, key=lambda p: p["context_tokens"]) if ok else max(points, key=lambda p: p["oracle_reader_acc"])
@@ -704,10 +721,8 @@ def sweep(args: Args) -> dict:
             w.writerow([k, "", v["evidence_acc"], v["evidence_share"], v["oracle_reader_acc"], v["context_tokens"]])
     plot_sweep(summary, out / "lambda_sweep.png")
     if args.ship:
-        import shutil
-
-        shutil.copy(out / f"lam-{chosen['lam']:g}" / "selector.pt", args.ship)
-        print(f"shipped λ={chosen['lam']:g} -> {args.ship}", flush=True)
+        runkit.ship(out / f"lam-{chosen['lam']:g}" / "selector.pt", PPO_WEIGHTS)
+    runkit.finish(ctx)
     return summary
 
 
@@ -770,35 +785,36 @@ def main(argv: list[str] | None = None):
     if args.mode == "build-pools":
         return build_pools(args)
     if args.mode == "train":
+        ctx = runkit.setup(args.device, seed=args.seed, threads=args.threads)
+        out = runkit.run_dir("selector-ppo", args.out, ctx)
+        args.out = str(out)
         sel = train(args)
-        rank = int(os.environ.get("RANK", 0))
-        if rank == 0 and not args.toy and args.eval_pools:
+        if ctx.main and not args.toy and args.eval_pools:
             result = eval_all(args, sel, args.eval_pools.split(","), "ppo")
-            Path(args.out, "eval.json").write_text(json.dumps(strip_rows(result), indent=1))
+            (out / "eval.json").write_text(json.dumps(strip_rows(result), indent=1))
             print(table(result), flush=True)
-        if rank == 0 and Path(args.out, "metrics.csv").is_file():
+        if ctx.main and (out / "metrics.csv").is_file():
             try:
-                plot_curve(Path(args.out, "metrics.csv"), Path(args.out, "learning_curve.png"))
+                plot_curve(out / "metrics.csv", out / "learning_curve.png")
             except ImportError:  # the CSV is the record; the PNG needs matplotlib (pip install -e ".[train]")
                 print("learning_curve.png skipped: pip install matplotlib to draw it", flush=True)
-        if "RANK" in os.environ:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
+        if ctx.main and args.ship:
+            runkit.ship(out / "selector.pt", PPO_WEIGHTS)
+        runkit.finish(ctx)
         return sel
     if args.mode == "sweep":
         return sweep(args)
     if args.mode == "eval":
+        out = runkit.run_dir("selector-ppo-eval", args.out)
         sel = MLPSelector.load(args.weights or PPO_WEIGHTS, name="ppo")
         result = eval_all(args, sel, args.eval_pools.split(","), "ppo")
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, "eval.json").write_text(json.dumps(strip_rows(result), indent=1))
-        Path(args.out, "eval_rows.json").write_text(json.dumps(
+        (out / "eval.json").write_text(json.dumps(strip_rows(result), indent=1))
+        (out / "eval_rows.json").write_text(json.dumps(
             {p: {k: v["rows"] for k, v in r["policies"].items()} for p, r in result.items()}))
         paired_out = {p: {f"ppo vs {ref}": {m: paired(r["policies"]["ppo"], r["policies"][ref], m)
                                             for m in ("oracle_reader_acc", "evidence_acc", "context_tokens")}
                           for ref in ("rule-v1", "all-forms")} for p, r in result.items()}
-        Path(args.out, "paired.json").write_text(json.dumps(paired_out, indent=1))
+        (out / "paired.json").write_text(json.dumps(paired_out, indent=1))
         print(table(result), flush=True)
         print(json.dumps(paired_out, indent=1), flush=True)
         return result

