@@ -1,5 +1,13 @@
-"""anchor_scores / build_anchor_graph vs a scipy.sparse formulation (postings per second)."""
+"""anchor_scores / build_anchor_graph vs a scipy.sparse formulation (postings per second).
+
+``real=True`` (``run_all.py --real-shapes``) measures the library's shapes instead (run_real): the
+anchor graph of one index (36 entries, a few hundred anchor keys, ``k_edge`` = 4), rebuilt when the
+index changes, and one-hop expansion scores for 1 question (``c3m/read/expand.py``) or a batch of
+64, each from 12 routed seed entries, k = every entry; CPU kernels vs Triton on CUDA.
+"""
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -18,7 +26,66 @@ def corpus(rng, E, A, mean_len):
     return indptr, anchors, idf
 
 
-def run(res, device="cpu", quick=False, log=print):
+def run_real(res, device="cpu", smoke=False, log=print):
+    """The library's shapes (module docstring); CSV rows ``op=anchor_scores_real``, ratio_vs_peer =
+    CPU time / Triton time on the Triton rows."""
+    from _common import timeit
+
+    cuda = device == "cuda"
+    # Triton on the GPU; under --smoke with TRITON_INTERPRET=1 once on CPU tensors (checks the
+    # script's GPU branch; timings meaningless)
+    triton_dev = "cuda" if cuda else ("cpu" if smoke and os.environ.get("TRITON_INTERPRET") == "1" else None)
+    rng = np.random.default_rng(4)
+    E, A, L, S, k_edge = 36, 240, 8, 12, 4
+    p = 1.0 / np.arange(1, A + 1) ** 0.8  # Zipf-like key popularity, as corpus()
+    sets = [np.unique(rng.choice(A, size=max(1, rng.poisson(L)), p=p / p.sum())) for _ in range(E)]
+    indptr = np.concatenate([[0], np.cumsum([len(x) for x in sets])]).astype(np.int64)
+    anchors = np.concatenate(sets).astype(np.int64)  # each entry's keys once, as expand.py builds them
+    df = np.bincount(anchors, minlength=A)
+    idf = np.log((2 + E) / (1 + df))
+    rows = []
+    t_g = timeit(lambda: build_anchor_graph(indptr, anchors, idf, k_edge), reps=5)
+    shape_g = f"graph E={E} anchors={A} anchors/entry~{L} k_edge={k_edge}"
+    res.add("anchor_scores_real", "cpu", "-", shape_g, "us", t_g * 1e6)
+    t_gt = float("nan")
+    if triton_dev:
+        t_gt = timeit(lambda: build_anchor_graph(indptr, anchors, idf, k_edge, device=triton_dev,
+                                                 backend="triton"), reps=5 if cuda else 1, warmup=1 if cuda else 0)
+        res.add("anchor_scores_real", "triton", "cpu (numba)", shape_g, "us", t_gt * 1e6, t_g / t_gt)
+    rows.append(["build_anchor_graph", shape_g, f"{t_g * 1e6:.0f}",
+                 "-" if t_gt != t_gt else f"{t_gt * 1e6:.0f}",
+                 "-" if t_gt != t_gt else f"{t_g / t_gt:.2f}"])
+    for B in ((4,) if smoke else (1, 64)):
+        sim = np.maximum(0.0, rng.random((B, A)) * 2 - 1)
+        seeds = np.stack([rng.choice(E, S, replace=False) for _ in range(B)]).astype(np.int64)
+        t_c = timeit(lambda: anchor_scores(indptr, anchors, idf, sim, seeds, E), reps=5)
+        shape = f"scores E={E} anchors={A} B={B} seeds={S} k={E}"
+        res.add("anchor_scores_real", "cpu", "-", shape, "us", t_c * 1e6)
+        t_t = float("nan")
+        if triton_dev:
+            import torch
+
+            sim_t = torch.from_numpy(sim).to(triton_dev)
+            seeds_t = torch.from_numpy(seeds).to(triton_dev)
+            t_t = timeit(lambda: anchor_scores(indptr, anchors, idf, sim_t, seeds_t, E, backend="triton"),
+                         reps=5 if cuda else 1, warmup=1 if cuda else 0)
+            res.add("anchor_scores_real", "triton", "cpu (numba)", shape, "us", t_t * 1e6, t_c / t_t)
+        rows.append(["anchor_scores", shape, f"{t_c * 1e6:.0f}", "-" if t_t != t_t else f"{t_t * 1e6:.0f}",
+                     "-" if t_t != t_t else f"{t_c / t_t:.2f}"])
+        log(f"  real anchor_scores B={B}: cpu {t_c * 1e6:.0f} us"
+            + ("" if t_t != t_t else f", triton {t_t * 1e6:.0f} us"))
+    res.section("anchor_scores / anchor graph — the library's shapes", ["op", "shape", "cpu us",
+                "triton us", "cpu/triton"], rows,
+                "One index of 36 entries; best of 5 calls. Triton is timed on CUDA (under --smoke it "
+                "runs once in the interpreter, timings meaningless). Launch-bound: at these sizes the "
+                "CPU kernels may well win, which is what the read path's device choice should know.")
+    return rows
+
+
+def run(res, device="cpu", quick=False, log=print, real=False, smoke=False):
+    """``real``: only the library's shapes (run_real); ``smoke``: tiny sizes, seconds on a CPU."""
+    if real or smoke:
+        return run_real(res, device=device, smoke=smoke, log=log)
     import scipy.sparse as sp
     from _common import timeit
 

@@ -4,7 +4,14 @@ Usage:
     python benchmarks/kernels/run_all.py                       # CPU -> benchmarks/results/kernels-cpu.*
     python benchmarks/kernels/run_all.py --device cuda --out benchmarks/results/gpu
     python benchmarks/kernels/run_all.py --quick               # smoke run, small shapes
-    python benchmarks/kernels/run_all.py --device cuda --no-dense-topk   # as benchmarks/run_gpu.sh
+    python benchmarks/kernels/run_all.py --device cuda --real-shapes   # as benchmarks/run_gpu.sh
+    python benchmarks/kernels/run_all.py --smoke               # seconds: tiny real-shape sections
+
+``--real-shapes``: each kernel at the library's own shapes (candidate_topk: one tenant's index or
+Cold-Store, B <= 64, and the batched read's ragged launch; budget_solve: the reader's instances, CPU
+vs Triton up to 4,096; anchor_scores: one 36-entry index) instead of the large synthetic tables.
+``--smoke``: the same sections at tiny sizes (under TRITON_INTERPRET=1 the Triton branches of
+candidate_topk and anchor_scores run once on CPU tensors), to check the scripts without a GPU.
 """
 from __future__ import annotations
 
@@ -81,38 +88,45 @@ def main(argv=None):
     ap.add_argument("--stem", default=None, help="file stem (default kernels-<device>)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", nargs="*", default=["candidate_topk", "budget_solve", "anchor_scores"])
+    ap.add_argument("--real-shapes", action="store_true",
+                    help="the library's shapes only (module docstring); what benchmarks/run_gpu.sh runs")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the scripts, seconds on a CPU")
     ap.add_argument("--no-dense-topk", action="store_true",
                     help="candidate_topk: ragged case only (benchmarks/run_gpu.sh measures the dense "
                          "case with bench_topk_bandwidth.py instead of twice)")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else HERE.parent / "results" / ("gpu" if args.device == "cuda" else "")
-    stem = args.stem or f"kernels-{args.device}" + ("-quick" if args.quick else "")
+    stem = args.stem or f"kernels-{args.device}" + ("-smoke" if args.smoke else "-quick" if args.quick else "")
     res = Results(args.device)
     t0 = time.time()
     load0 = os.getloadavg()[0]
-    bw = stream_bandwidth_gbs()
+    bw = stream_bandwidth_gbs(1 << 24 if args.smoke else 1 << 30)
+    size = "16 MiB" if args.smoke else "1 GiB"
     import torch
 
     preface = (f"# c3m_kernels benchmarks ({args.device})\n\n"
                f"- machine: {res.machine}; torch {torch.__version__}, {torch.get_num_threads()} threads\n"
                f"- date: {res.date}; commit: {res.commit}\n"
                f"- command: `python benchmarks/kernels/run_all.py {' '.join(argv or sys.argv[1:])}`\n"
-               f"- measured memory bandwidth (1 GiB): read {bw['read_all']:.1f} GB/s on all "
+               f"- measured memory bandwidth ({size}): read {bw['read_all']:.1f} GB/s on all "
                f"{os.cpu_count()} cores (numba; the CPU limit for 'ours GB/s'), read {bw['read']:.1f} "
                f"GB/s on one core and copy {bw['copy']:.1f} GB/s (numpy)"
-               + ("; H200 HBM limit 4,800 GB/s" if args.device == "cuda" else "")
+               + (f"; GPU {res.machine} (its HBM peak: bench_topk_bandwidth.py --peak-tbs)"
+                  if args.device == "cuda" else "")
                + "\n"
                f"- 1-minute load average at start: {load0:.2f} on {os.cpu_count()} cores (other "
                f"processes compete for the cores when it exceeds the core count; faiss' OpenMP "
                f"search suffers most, so compare ratios only from runs on an idle machine)\n")
-    res.add("system", "-", "-", "1GiB", "read GB/s", bw["read"])
-    res.add("system", "-", "-", "1GiB", "copy GB/s", bw["copy"])
-    res.add("system", "-", "-", "1GiB", "read all cores GB/s", bw["read_all"])
+    res.add("system", "-", "-", size.replace(" ", ""), "read GB/s", bw["read"])
+    res.add("system", "-", "-", size.replace(" ", ""), "copy GB/s", bw["copy"])
+    res.add("system", "-", "-", size.replace(" ", ""), "read all cores GB/s", bw["read_all"])
     print(preface)
     for name in args.only:
         print(f"[{name}]", flush=True)
         mod = __import__(f"bench_{name}")
         kw = {"dense": False} if (name == "candidate_topk" and args.no_dense_topk) else {}
+        if args.real_shapes or args.smoke:
+            kw.update(real=args.real_shapes, smoke=args.smoke)
         mod.run(res, device=args.device, quick=args.quick, log=lambda s: print(s, flush=True), **kw)
     out.mkdir(parents=True, exist_ok=True)
     pngs = plot(res, out, stem)
