@@ -3,6 +3,7 @@ RAMU's Eq. 3 decision and the capacity policy."""
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from datetime import datetime, timedelta
 
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from c3m.config import MemoryConfig
+from c3m.errors import InvalidInput
 from c3m.memory import Memory
 from c3m.models.anchors import HeuristicAnchorExtractor, make_anchor_extractor
 from c3m.models.relation_head import FeatureRelationHead
@@ -436,3 +438,26 @@ def test_tiny_budget_commit_is_rolled_back(tmp_path, models):
         with pytest.raises(capacity.CapacityError, match="index_bytes"):
             mem.add_session(_distinct_session(0))
         assert mem.sessions() == [] and mem.nodes() == []
+
+
+def test_capacity_room_frees_room_for_later_commits_so_repairs_are_rarer(tmp_path, models):
+    """``capacity_room``: the fallback frees room for that many commits of the current intake, so the next
+    commits fit and it runs less often; every pointer is kept either way."""
+    budget = WriteBudget(entries=8, pages=3, index_tokens=100_000, index_bytes=10**7)
+    repairs, entries_after = {}, {}
+    for room in (1.0, 3.0):
+        cfg = MemoryConfig(method="c3m", write_budget=budget, method_options={"capacity_room": room})
+        with Memory(tmp_path / f"s{room}", "u", config=cfg, models=models) as mem:
+            for i in range(16):
+                res = mem.add_session(_distinct_session(i))
+                steps = [a for a in res.actions if a["action"] == "overflow_repair"]
+                if steps and steps[0]["target"] is not None:
+                    entries_after.setdefault(room, []).append(len(mem.method.index.entries))
+                    assert steps[0]["target"] == max(2, 8 - math.ceil(room * 1))  # one new entry per session
+                repairs[room] = repairs.get(room, 0) + len(steps)
+            assert len(mem.method.index.pointer_ids("u")) == 32
+    assert 0 < repairs[3.0] < repairs[1.0]
+    assert max(entries_after[3.0]) <= 8 - 3  # room for three more commits, made in one step
+    with pytest.raises(InvalidInput, match="capacity_room"):
+        Memory(tmp_path / "bad", "u", config=MemoryConfig(method="c3m", method_options={"capacity_room": -1}),
+               models=models)

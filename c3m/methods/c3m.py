@@ -64,7 +64,7 @@ class C3MConfig:
     relation_head: str = "feature"
     summary_tokens: int = 24
     capacity: str = "planned"      # "planned": one fallback step per commit; "stepwise": entry by entry (reference)
-    capacity_room: float = 1.0     # a fallback frees room for this many commits of the current intake (write.capacity)
+    capacity_room: float = 3.0     # a fallback frees room for this many commits of the current intake (write.capacity)
     # read: BMER (C3M §2.2)
     gamma: float = 0.1
     entries_k: int = 12

@@ -16,7 +16,11 @@ pointer-preserving fallback rather than a semantic merge." In that order, once p
    tenth of its recency rank as a tie-break. A named heuristic, query-blind. When entries are over, the step
    frees room down to ``target = entries − room`` (``room``: the entries the caller expects the next commit to
    add, so that the fallback need not run again at once; ``c3m`` passes ``capacity_room`` × this commit's
-   intake), never below a quarter of the entry budget. When only tokens or bytes are over, it folds entries
+   intake, 3 by default), never below a quarter of the entry budget. Why 3: a session of real dialog or of the
+   ``hard`` generator adds several entries (Keep makes a linked new entry), so room for one commit meant a
+   fallback at almost every commit once the index was full (50 per 48K ``hard`` history, over the paper's 33);
+   room for three brought it to 27 (48K ``hard``), 18 (32K ``hard``) and 5 (Mem-Gallery dev) with raw-text
+   Support Recall unchanged within noise on the dev splits (``benchmarks/results/write-cost-cpu``). When only tokens or bytes are over, it folds entries
    one by one until they fit (within the same step).
 4. Within the same step, when every entry is already a spill and a limit still fails, the two closest pages'
    spills are folded together; when one spill is left and the limit still fails, the budget cannot hold this
@@ -26,11 +30,13 @@ pointer-preserving fallback rather than a semantic merge." In that order, once p
 The step is one maintenance-log record (``overflow_repair``) listing every entry moved, where to, and the pointers
 moved; the pointer set is the same before and after (asserted). ``enforce(..., planned=False)`` is the earlier
 entry-by-entry loop (one record per moved entry, no room), kept as the reference the planned step is measured
-against (``benchmarks/results/c3m-capacity-policy-cpu.md``).
+against (``benchmarks/results/write-cost-cpu``).
 """
 from __future__ import annotations
 
 from collections import Counter
+
+import numpy as np
 
 from ..errors import C3MError
 from ..index.active import (MAX_STATES, MAX_VISUAL, ActiveIndex, IndexEntry, idf, mean_direction, merge_pointers,
@@ -75,6 +81,14 @@ def _fold(index: ActiveIndex, src: IndexEntry, dst: IndexEntry, label: str) -> N
             e.links = [[dst.entry_id if t == src.entry_id else t, r, c] for t, r, c in e.links]
 
 
+def nearest(Z: np.ndarray, k: int) -> np.ndarray:
+    """[n, min(k, n)] each entry's ``k`` most similar entries (itself included): score descending, then index
+    ascending — ``candidate_topk``'s tie rule. The index holds at most a few dozen entries, so this is one small
+    numpy product; the kernel's dispatch (and its numba start-up on the first repair) would cost more."""
+    S = Z @ Z.T
+    return np.argsort(-S, axis=1, kind="stable")[:, :min(k, len(Z))]
+
+
 def safe_pair(index: ActiveIndex, head, delta: float, k: int = 4, memo: dict | None = None):
     """The most confident (same, c ≥ δ) pair among regular entries, or None.
 
@@ -84,11 +98,8 @@ def safe_pair(index: ActiveIndex, head, delta: float, k: int = 4, memo: dict | N
     entries = [e for e in index.ordered() if e.kind == "entry"]
     if len(entries) < 2:
         return None
-    from c3m_kernels.candidate_topk import candidate_topk
-
     memo = {} if memo is None else memo
-    Z = index.matrix(entries)
-    scores, idx = candidate_topk(Z, Z, min(k + 1, len(entries)))
+    idx = nearest(index.matrix(entries), k + 1)
     pairs, feats, cached = [], [], []
     for i, row in enumerate(idx):
         for j in row:
