@@ -210,7 +210,7 @@ def _shared_embeddings(args: tuple) -> float:
     history, config = args[0], args[2]
     if config.perception not in (None, "none"):
         return 0.0
-    from ..write.prefetch import session_embedding_texts
+    from ..methods.base import session_embedding_texts
 
     models = _models(config.text_embedder, config.token_counter, config.answerer, "none", config.image_embedder)
     t0 = time.perf_counter()

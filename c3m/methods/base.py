@@ -33,6 +33,12 @@ def node_text(node: RawNode, captions: str = "", neighbour: str = "") -> str:
     return f"[image] {neighbour.strip()}".strip() if node.images else "[empty]"
 
 
+def session_embedding_texts(session) -> list[str]:
+    """What each turn's Raw Node is embedded as without perception (``node_text``), from the turns alone: the
+    harness's shared embeddings and ``write.prefetch`` both use it."""
+    return [node_text(turn, "", session.turns[i - 1].text if i else "") for i, turn in enumerate(session.turns)]
+
+
 class MemoryMethod(ABC):
     name: ClassVar[str]
     #: True when the index promises to reach every ingested Raw Node (``verify`` then checks it).
@@ -146,6 +152,10 @@ class MemoryMethod(ABC):
         nid = node_id_for(node.provenance.namespace, node.session_id, node.turn_index - 1)
         prev = self._pending.get(nid) or self.store.get_nodes([nid]).get(nid)
         return prev.text if prev is not None else ""
+
+    def prefetch_embedding_texts(self, session) -> list[str]:
+        """What ``prepare`` embeds for ``session``'s Raw Nodes without perception, from the turns alone."""
+        return session_embedding_texts(session)
 
     def prefetch_describe(self, session) -> list[str]:
         """The texts of ``session`` this method sends to its text-anchor extractor in ``prepare``, computed from

@@ -19,20 +19,8 @@ embedded texts carry captions that only the write computes, so then only the anc
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Sequence
-
-import numpy as np
-
 from ..store import text_sha256
 from ..types import Session
-
-
-def session_embedding_texts(session: Session) -> list[str]:
-    """What each turn's Raw Node is embedded as without perception (``methods.base.node_text``): the harness's
-    shared embeddings and the prefetcher both use it."""
-    from ..methods.base import node_text
-
-    return [node_text(turn, "", session.turns[i - 1].text if i else "") for i, turn in enumerate(session.turns)]
 
 
 class Prefetcher:
@@ -63,7 +51,7 @@ class Prefetcher:
             self._queued.append(self._pool.submit(self.method.anchors.describe, describe))
         if not self.embed:
             return
-        texts = session_embedding_texts(session)
+        texts = self.method.prefetch_embedding_texts(session)
         hashes = [text_sha256(t) for t in texts]
         memo = self.method._vector_memo
         fresh = [h for h in dict.fromkeys(hashes) if h not in memo and h not in self._embedded]
@@ -86,4 +74,4 @@ class Prefetcher:
         self.method.prefetched.clear()  # batches the writer never asked for (an error stopped the ingest)
 
 
-__all__ = ["Prefetcher", "session_embedding_texts"]
+__all__ = ["Prefetcher"]
