@@ -228,7 +228,7 @@ class Memory:
 
     def add_sessions(self, sessions: Sequence[Session], *, lookahead: int = 2, on_added=None) -> list[AddResult]:
         """``add_session`` for each session in order, with the next ``lookahead`` sessions' model work (shared
-        embeddings, text anchors) running on a background thread meanwhile (``write.prefetch``): the same stored
+        embeddings, text anchors) running on two background threads meanwhile (``write.prefetch``): the same stored
         bytes as one call at a time, in less wall time on two or more cores. ``lookahead=0`` adds them one by one.
         ``on_added(result)`` is called after each commit (progress bars)."""
         if lookahead <= 0 or len(sessions) < 2:

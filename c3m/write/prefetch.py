@@ -2,8 +2,10 @@
 
 A session's write is model work (the Raw Nodes' shared text embeddings, the text anchors of the turns RAMU
 describes) followed by the index update under the store's write lock. The model work needs only the session's
-turns, so while session *t* is folded into the index, one worker thread embeds and describes sessions *t + 1 …
-t + lookahead*. NumPy's matrix products and spaCy's kernels release the GIL, so on two cores the two overlap.
+turns, so while session *t* is folded into the index, one worker thread embeds and another describes sessions
+*t + 1 … t + lookahead*. NumPy's matrix products and spaCy's kernels release the GIL for part of their time:
+``c3m ingest`` of a 128K-token history went from 33.0 to 26.0 s on two cores (one worker thread for both gave
+31.8 s; ``benchmarks/results/write-cost-cpu``).
 
 Nothing changes in what is stored, bit for bit:
 
@@ -24,7 +26,7 @@ from ..types import Session
 
 
 class Prefetcher:
-    """One worker thread, at most ``lookahead`` sessions ahead of the writer (module docstring). The batches it
+    """Two worker threads, at most ``lookahead`` sessions ahead of the writer (module docstring). The batches it
     will embed are decided on the writer's thread when a session is queued, in session order, and registered in
     ``method.prefetched`` (batch key -> Future of its vectors), so the writer waits for a batch still in flight
     instead of embedding it again."""
@@ -32,7 +34,10 @@ class Prefetcher:
     def __init__(self, method, store, *, lookahead: int = 2, embed: bool = True):
         self.method, self.store, self.lookahead, self.embed = method, store, max(1, lookahead), embed
         self.emb = method.models.text_embedder
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="c3m-prefetch")
+        # two workers, each in session order: embeddings on one, text anchors on the other (the writer's thread is
+        # the third); NumPy's products and spaCy's parser release the GIL, so they overlap on two or more cores
+        self._embedder = ThreadPoolExecutor(1, thread_name_prefix="c3m-prefetch-embed")
+        self._describer = ThreadPoolExecutor(1, thread_name_prefix="c3m-prefetch-anchors")
         self._queued: list[Future] = []
         self._embedded: set[str] = set()  # hashes an earlier queued session embeds
 
@@ -48,7 +53,7 @@ class Prefetcher:
     def _queue(self, session: Session) -> None:
         describe = self.method.prefetch_describe(session)
         if describe:
-            self._queued.append(self._pool.submit(self.method.anchors.describe, describe))
+            self._queued.append(self._describer.submit(self.method.anchors.describe, describe))
         if not self.embed:
             return
         texts = self.method.prefetch_embedding_texts(session)
@@ -59,7 +64,7 @@ class Prefetcher:
         todo = {h: t for h, t in zip(hashes, texts) if h in fresh and h not in cached}
         if todo:  # text_vectors' own batch for this session, in its order (MemoryMethod.text_vectors)
             self._embedded.update(todo)
-            job = self._pool.submit(self.emb.embed, list(todo.values()))
+            job = self._embedder.submit(self.emb.embed, list(todo.values()))
             self.method.prefetched[tuple(todo)] = job
             self._queued.append(job)
 
@@ -70,7 +75,8 @@ class Prefetcher:
     def close(self) -> None:
         for f in self._queued:
             f.cancel()
-        self._pool.shutdown(wait=True)
+        self._embedder.shutdown(wait=True)
+        self._describer.shutdown(wait=True)
         self.method.prefetched.clear()  # batches the writer never asked for (an error stopped the ingest)
 
 
