@@ -12,7 +12,7 @@ from c3m.models.registry import available_backends
 
 EXPECTED = {("text_embedder", "minilm"), ("text_embedder", "hashing"), ("token_counter", "minilm"),
             ("token_counter", "approx"), ("answerer", "extractive"), ("answerer", "smollm"), ("answerer", "api"),
-            ("judge", "em"), ("judge", "f1"), ("judge", "contains"), ("judge", "api"), ("anchors", "spacy"), ("anchors", "heuristic"),
+            ("judge", "em"), ("judge", "f1"), ("judge", "contains"), ("judge", "api"), ("anchors", "spacy"), ("anchors", "spacy-ner"), ("anchors", "spacy-tagger"), ("anchors", "heuristic"),
             ("extractor", "oracle"), ("summarizer", "lead"), ("local", "local"),
             ("image_embedder", "scene-encoder"), ("selector", "rule"), ("selector", "ppo"),
             ("relation_head", "feature"), ("relation_head", "mlp"), ("reranker", "rrf"), ("reranker", "lgbm")}

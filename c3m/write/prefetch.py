@@ -51,6 +51,8 @@ class Prefetcher:
             return
 
     def _queue(self, session: Session) -> None:
+        if self.store.session_record(self.method.namespace, session.id) is not None:
+            return  # stored already: a re-ingest is a no-op with no model work (nor any model loaded)
         describe = self.method.prefetch_describe(session)
         if describe:
             self._queued.append(self._describer.submit(self.method.anchors.describe, describe))
