@@ -8,7 +8,7 @@ one process, one thread, each backend in turn (best of ``--repeat`` passes, a fr
 * the entity and state keys ``write.units.describe_text`` derives, compared with ``spacy``'s per text:
   recall (of ``spacy``'s keys, the share the backend also finds) and precision.
 
-    python benchmarks/anchors_cost.py --dataset benchmarks/data/memgallery-dev --out benchmarks/results/write-anchors-cpu
+    python benchmarks/anchors_cost.py --dataset benchmarks/data/memgallery-dev --out benchmarks/results/write-cost-cpu/anchors
 """
 from __future__ import annotations
 

@@ -231,28 +231,22 @@ class Memory:
         embeddings, text anchors) running on two background threads meanwhile (``write.prefetch``): the same stored
         bytes as one call at a time, in less wall time on two or more cores. ``lookahead=0`` adds them one by one.
         ``on_added(result)`` is called after each commit (progress bars)."""
-        if lookahead <= 0 or len(sessions) < 2:
-            out = []
-            for s in sessions:
-                out.append(self.add_session(s))
-                if on_added is not None:
-                    on_added(out[-1])
-            return out
         from .write.prefetch import Prefetcher
 
-        ahead = Prefetcher(self.method, self.store, lookahead=lookahead,
-                           embed=self.models.perception is None)
+        ahead = (Prefetcher(self.method, self.store, embed=self.models.perception is None)
+                 if lookahead > 0 and len(sessions) > 1 else None)
         out, queued = [], 0
         try:
             for i, session in enumerate(sessions):
-                while queued < min(len(sessions), i + 1 + lookahead):
+                while ahead is not None and queued < min(len(sessions), i + 1 + lookahead):
                     ahead.queue(sessions[queued])
                     queued += 1
                 out.append(self.add_session(session))
                 if on_added is not None:
                     on_added(out[-1])
         finally:
-            ahead.close()
+            if ahead is not None:
+                ahead.close()
         return out
 
     def add_history(self, history: History, *, progress: bool = False) -> list[AddResult]:

@@ -70,6 +70,17 @@ def _triton_ready() -> None:
             pytest.skip("triton was imported before TRITON_INTERPRET=1 was set; run this file on its own")
 
 
+def _backend(mp, mode: str) -> str:
+    """Clear any forced backend, then for ``gpu`` force Triton (interpreted without CUDA); the memory's device."""
+    for var in [v for v in os.environ if v.startswith("C3M_KERNELS_BACKEND")]:
+        mp.delenv(var)
+    if mode == "gpu":
+        _triton_ready()
+        if not CUDA:
+            mp.setenv("C3M_KERNELS_BACKEND", "triton")
+    return "cuda" if mode == "gpu" and CUDA else "cpu"
+
+
 def _spy(mp, seen: list) -> None:
     """Wrap the three ops where the library looks them up (``from c3m_kernels.<op> import <op>`` at call time) and
     note, per call, whether the first array was a torch tensor and on which device."""
@@ -92,16 +103,11 @@ def _delta(before: dict, after: dict) -> dict:
 
 def _workload(root, mode: str) -> dict:
     """Ingest two tenants, read single questions and one batched multi-tenant read; counters per phase."""
-    device = "cuda" if mode == "gpu" and CUDA else "cpu"
     seen: list = []
     out: dict = {}
     with pytest.MonkeyPatch.context() as mp:
-        for var in [v for v in os.environ if v.startswith("C3M_KERNELS_BACKEND")]:
-            mp.delenv(var)
+        device = _backend(mp, mode)
         if mode == "gpu":
-            _triton_ready()
-            if not CUDA:
-                mp.setenv("C3M_KERNELS_BACKEND", "triton")
             _spy(mp, seen)
         cfg = MemoryConfig(method="c3m", text_embedder="hashing", token_counter="approx", device=device,
                            method_options=OPTIONS)
@@ -175,14 +181,9 @@ def test_the_c3m_only_reader_solves_on_triton(tmp_path, monkeypatch):
     """``reader="c3m"`` (``bmer.select``: its own pool top-k and a coverage-mode ``budget_solve``) on both paths."""
     got = {}
     for mode in ("cpu", "gpu"):
-        for var in [v for v in os.environ if v.startswith("C3M_KERNELS_BACKEND")]:
-            monkeypatch.delenv(var)
-        if mode == "gpu":
-            _triton_ready()
-            if not CUDA:
-                monkeypatch.setenv("C3M_KERNELS_BACKEND", "triton")
+        device = _backend(monkeypatch, mode)
         cfg = MemoryConfig(method="c3m", text_embedder="hashing", token_counter="approx",
-                           device="cuda" if mode == "gpu" and CUDA else "cpu", method_options={"reader": "c3m"})
+                           device=device, method_options={"reader": "c3m"})
         with Memory(tmp_path / mode, "u", config=cfg) as mem:
             for s in _sessions()[:3]:
                 mem.add_session(s)
@@ -205,14 +206,9 @@ def test_hivemem_anchor_graph_follows_its_device(monkeypatch):
                 [["ana", "kayak", "river"]]]
     runs = {}
     for mode in ("cpu", "gpu"):
-        for var in [v for v in os.environ if v.startswith("C3M_KERNELS_BACKEND")]:
-            monkeypatch.delenv(var)
-        if mode == "gpu":
-            _triton_ready()
-            if not CUDA:
-                monkeypatch.setenv("C3M_KERNELS_BACKEND", "triton")
+        device = _backend(monkeypatch, mode)
         g = AnchorGraph(2, rebuild_growth=0.01)  # every add is a full rebuild (build_anchor_graph)
-        g.device = "cuda" if mode == "gpu" and CUDA else "cpu"
+        g.device = device
         dispatch.reset_counts()
         for s in sessions:
             g.add(s)

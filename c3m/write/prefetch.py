@@ -21,18 +21,19 @@ embedded texts carry captions that only the write computes, so then only the anc
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+
 from ..store import text_sha256
 from ..types import Session
 
 
 class Prefetcher:
-    """Two worker threads, at most ``lookahead`` sessions ahead of the writer (module docstring). The batches it
+    """Two worker threads, fed by the writer (``Memory.add_sessions``) ahead of itself. The batches it
     will embed are decided on the writer's thread when a session is queued, in session order, and registered in
     ``method.prefetched`` (batch key -> Future of its vectors), so the writer waits for a batch still in flight
     instead of embedding it again."""
 
-    def __init__(self, method, store, *, lookahead: int = 2, embed: bool = True):
-        self.method, self.store, self.lookahead, self.embed = method, store, max(1, lookahead), embed
+    def __init__(self, method, store, *, embed: bool = True):
+        self.method, self.store, self.embed = method, store, embed
         self.emb = method.models.text_embedder
         # two workers, each in session order: embeddings on one, text anchors on the other (the writer's thread is
         # the third); NumPy's products and spaCy's parser release the GIL, so they overlap on two or more cores
@@ -69,10 +70,6 @@ class Prefetcher:
             job = self._embedder.submit(self.emb.embed, list(todo.values()))
             self.method.prefetched[tuple(todo)] = job
             self._queued.append(job)
-
-    def pending(self) -> int:
-        """Queued jobs not finished yet."""
-        return sum(not f.done() for f in self._queued)
 
     def close(self) -> None:
         for f in self._queued:
