@@ -88,7 +88,7 @@ def test_lighter_spacy_backends_find_the_same_things_by_key(spacy_extractor, bac
 def test_pos_chunks_extend_over_modifiers_to_one_determiner(spacy_extractor):
     from c3m.models.anchors import pos_chunks, proper_noun_runs
 
-    doc = make_anchor_extractor("spacy-tagger").nlp("My old red car and two big dogs met Heathrow Airport staff.")
+    doc, = make_anchor_extractor("spacy-tagger").parse(["My old red car and two big dogs met Heathrow Airport staff."])
     chunks = [c.text for c in pos_chunks(doc)]
     assert "My old red car" in chunks and "two big dogs" in chunks
     assert [r.text for r in proper_noun_runs(doc)] == ["Heathrow Airport"]
