@@ -20,6 +20,8 @@ interpreter needs torch), so the CUDA code path can be run and tested without a 
 
 :func:`counts` / :func:`reset_counts`: how many calls each (op, backend) pair has executed in this
 process (thread-safe), so a caller can check which kernels its workload really reached.
+:func:`transfers`: how many host <-> device copies the ops made *inside* themselves, so a test can prove a
+Triton call on device tensors never round-trips its data through the host.
 """
 from __future__ import annotations
 
@@ -35,7 +37,10 @@ BACKENDS = ("triton", "cpu", "reference")
 _logged: set = set()
 _lock = threading.Lock()
 _counts: Counter = Counter()
+_transfers: Counter = Counter()
 _count_lock = threading.Lock()
+#: what :func:`record_transfer` counts (see :func:`transfers`)
+TRANSFERS = ("download", "upload", "sync")
 
 
 class BackendUnavailable(RuntimeError):
@@ -128,9 +133,32 @@ def counts() -> Dict[Tuple[str, str], int]:
 
 
 def reset_counts() -> None:
-    """Zero every counter."""
+    """Zero every counter (calls and transfers)."""
     with _count_lock:
         _counts.clear()
+        _transfers.clear()
+
+
+def record_transfer(op: str, kind: str, n: int = 1) -> None:
+    """Count ``n`` copies of ``kind`` (:data:`TRANSFERS`) made inside ``op``; the ops call it wherever they copy."""
+    if kind not in TRANSFERS:
+        raise ValueError(f"record_transfer: kind must be one of {TRANSFERS}, got {kind!r}")
+    if n:
+        with _count_lock:
+            _transfers[(op, kind)] += n
+
+
+def transfers() -> Dict[Tuple[str, str], int]:
+    """``{(op, kind): copies}`` made inside the ops since the last :func:`reset_counts` (a copy).
+
+    ``download``: a whole input tensor brought to host numpy (the CPU kernels need it; on the Triton path it is
+    a round trip). ``upload``: a host array copied to the device (numpy inputs, or an index's CSR, cached per
+    device). ``sync``: one small tensor of checks and sizes fetched so the host can raise a clear error or size
+    a launch (a Triton call on device tensors makes one; a tensor-shaped result like ``nonzero`` is not counted).
+    Counted on CPU tensors too (Triton's interpreter), where the copies are free but the code path is the
+    CUDA one, so a regression shows without a GPU."""
+    with _count_lock:
+        return dict(_transfers)
 
 
 # -- where a caller's arrays live -----------------------------------------------------------------

@@ -127,7 +127,10 @@ def _workload(root, mode: str) -> dict:
             requests = [("u", QUESTIONS[0]), ("v", QUESTIONS[1]), ("empty", QUESTIONS[0]), ("v", QUESTIONS[0])]
             out["batched"] = mem.retrieve_many(requests, BUDGET)
             out["read_many"] = _delta(before, dispatch.counts())
+            before = dispatch.counts()
             out["one_by_one"] = [mem.tenant(ns).retrieve(q, BUDGET) for ns, q in requests]
+            out["read_one_by_one"] = _delta(before, dispatch.counts())
+            out["transfers"] = dispatch.transfers()
     out["seen"] = seen
     return out
 
@@ -165,6 +168,26 @@ def test_batched_multi_tenant_read_runs_every_triton_kernel(runs):
     assert all(backend == "triton" for _, backend in gpu["read_many"])
     assert gpu["batched"] == gpu["one_by_one"]  # batch-invariant on the Triton path too
     assert not gpu["batched"][2].items  # the empty tenant
+
+
+def test_batched_read_scores_each_tenant_graph_once(runs):
+    """``read.expand.expand_many``: a batch's questions on one tenant share one ``anchor_scores`` call (here "v" asks
+    twice), with the contexts the one-by-one reads give (checked above and below)."""
+    for mode, backend in (("cpu", "cpu"), ("gpu", "triton")):
+        run = runs[mode]
+        batched = run["read_many"][("anchor_scores", backend)]
+        alone = run["read_one_by_one"][("anchor_scores", backend)]
+        assert batched == 2 and alone == 3, (mode, batched, alone)  # graphs of "u" and "v"; "empty" has none
+
+
+def test_the_triton_read_keeps_its_tensors_on_the_device(runs):
+    """Issue #35: inside ``anchor_scores`` and ``budget_solve`` (exact mode: the unified reader composes with
+    ``rerank_lam=0``) no input tensor is copied to the host; each call reads one small tensor of checks and sizes."""
+    moved = runs["gpu"]["transfers"]
+    for op in ("anchor_scores", "budget_solve"):
+        assert moved.get((op, "download"), 0) == 0, moved
+        assert moved.get((op, "sync"), 0) > 0, moved
+    assert all(kind != "download" for _, kind in runs["cpu"]["transfers"])  # numpy in: nothing to copy
 
 
 def test_triton_contexts_equal_the_cpu_contexts(runs):

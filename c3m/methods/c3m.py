@@ -31,7 +31,7 @@ from ..read.batch import query_vectors, segments_scores, solve_many
 from ..read.bmer import BmerConfig, expand_pools, lexical, route, routing_keys, select
 from ..read.compose import (FORM_NAMES, SELECTORS, Candidate, ComposeConfig, compose_finish, compose_plan,
                             is_selector_name, make_selector, solve_instance)
-from ..read.expand import anchor_graph, expand_entries
+from ..read.expand import anchor_graph, expand_many, plan_expansion
 from ..read.features import terms
 from ..read.pipeline import IndexHits, PipelineConfig, Request, gather, ranked, rerank
 from ..read.rerank import RERANKERS, make_reranker
@@ -393,18 +393,22 @@ class C3M(MemoryMethod):
         device = ms[0].device if ms else "cpu"
         cos = segments_scores(Q, [m._routing_keys() for m in ms], device=device)
         out: list[Context | None] = [None] * len(requests)
-        staged = []
+        routes = []
         for i, (m, question, budget) in enumerate(requests):
             if m.cfg.reader == "c3m":
                 out[i] = select(m.index, m.namespace, question, Q[i], keys[i], budget, m.read_cfg,
                                 vectors=m.node_vectors, get_nodes=m.store.get_nodes,
                                 count=m.models.token_counter.count, method=m.name, cos=cos[i], device=device)
                 continue
-            found = m._route_expand(question, Q[i], keys[i], budget, cos[i])
-            if isinstance(found, Context):
-                out[i] = found
+            got = m._route(question, Q[i], keys[i], budget, cos[i])
+            if isinstance(got, Context):
+                out[i] = got
             else:
-                staged.append((i, found))
+                routes.append((i, got))
+        # every question's expansion in one anchor_scores call per tenant graph (read.expand.expand_many)
+        expansions = expand_many([requests[i][0]._plan_expansion(Q[i], route) for i, route in routes])
+        staged = [(i, requests[i][0]._members(Q[i], keys[i], route, found))
+                  for (i, route), found in zip(routes, expansions)]
         lookups = [requests[i][0].node_keys.id_vectors if requests[i][0].node_keys is not None else None
                    for i, _ in staged]
         pools = expand_pools([requests[i][0]._pool_job(Q[i], found) for i, found in staged], device=device,
@@ -490,25 +494,41 @@ class C3M(MemoryMethod):
         return Q[0], self._candidates(*found, ids, pool)[0]
 
     def _pool_job(self, q: np.ndarray, found) -> tuple:
-        """``bmer.expand_pools``'s job for routed + expanded members (``found`` from ``_route_expand``)."""
+        """``bmer.expand_pools``'s job for routed + expanded members (``found`` from ``_members``)."""
         return (found[1], self.namespace, q, self.read_cfg, self.store.get_nodes, self.node_vectors)
 
-    def _route_expand(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget, cos: np.ndarray):
-        """Route and expand: (pages, members, routed count, expanded count), or an empty Context when nothing can
-        be routed."""
+    def _route(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget, cos: np.ndarray):
+        """Route with the expansion pages held back: (pages, routed entries, pages reserved for expansion), or an
+        empty Context when nothing can be routed."""
         c = self.cfg
         reserve = min(c.expansion_pages, max(0, budget.pages - 1)) if c.expansion else 0
         pages, routed = route(self.index, q, keys, replace(budget, pages=budget.pages - reserve), self.read_cfg, cos)
         if not routed:
             note = "empty memory" if not self.index.entries else "no page routed (page budget 0)"
             return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=(note,)))
+        return pages, routed, reserve
+
+    def _plan_expansion(self, q: np.ndarray, routed_pages):
+        """The routed entries' expansion (``read.expand.plan_expansion``), scored with the batch's others; None when
+        expansion is off or has nothing to score."""
+        c = self.cfg
+        pages, routed, reserve = routed_pages
+        if not c.expansion:
+            return None
+        read_pages = {p for p, _ in pages}
+        return plan_expansion(self.index, [e for e, _ in routed], q, self.text_vectors,
+                              k_exp=c.k_exp if not reserve else 4 * c.k_exp, k_edge=c.k_edge, use_idf=c.idf,
+                              visual=c.visual_anchors, allowed=None if reserve else (lambda e: e.page in read_pages),
+                              graph=self._anchor_graph(), device=self.device)
+
+    def _members(self, q: np.ndarray, keys: set[str], routed_pages, found: list):
+        """Routed + expanded members from the expansion's ``found`` (entry, score) list: (pages, members, routed
+        count, expanded count). Expansion opens at most the reserved pages (charged to the page budget)."""
+        c = self.cfg
+        pages, routed, reserve = routed_pages
         expanded: list = []
         if c.expansion:
             read_pages = {p for p, _ in pages}
-            found = expand_entries(self.index, [e for e, _ in routed], q, self.text_vectors,
-                                   k_exp=c.k_exp if not reserve else 4 * c.k_exp, k_edge=c.k_edge, use_idf=c.idf,
-                                   visual=c.visual_anchors, allowed=None if reserve else (lambda e: e.page in read_pages),
-                                   graph=self._anchor_graph(), device=self.device)
             extra: dict[int, float] = {}  # pages opened by expansion: charged to the page budget (trace.pages)
             for e, s in found:
                 if len(expanded) == c.k_exp:

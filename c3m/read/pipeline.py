@@ -50,7 +50,7 @@ class PipelineConfig:
 
 @dataclass
 class IndexHits:
-    """The index channel's output for one question (``C3M._route_expand`` + ``bmer.expand_pools``)."""
+    """The index channel's output for one question (``C3M._route``, ``read.expand.expand_many``, ``C3M._members`` + ``bmer.expand_pools``)."""
 
     pages: list                    # [(page, score)] routed (and expansion-opened) pages: what the read is charged
     members: list                  # [(entry, score, "routed" | "expanded")]

@@ -10,6 +10,10 @@
 Backends: ``triton`` (posting-list scatter with atomics into a dense scratch, then ``torch.topk``;
 :mod:`.triton_impl`), ``cpu`` (numba posting-list walk with sparse accumulators, no scipy),
 ``reference`` (dense PyTorch matrix products, small inputs).
+
+On ``triton``, device tensors (``sim``, ``seeds``, ``idf``) stay on their device: checked there (one small fetch
+for the seeds' range), scored there against the index's CSR kept on the device (uploaded once per index and
+device: pass a prebuilt ``index=`` to reuse it across calls), answered there. The CSR arguments are host data.
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ import numpy as np
 
 from .._compat import have_torch, triton_usable
 from ..dispatch import record, resolve_backend
-from .common import OP, AnchorIndex, _np, build_anchor_index
+from ..dispatch import record_transfer
+from .common import OP, AnchorIndex, _np, _on, build_anchor_index
 
 __all__ = ["anchor_scores", "build_anchor_graph", "build_anchor_index", "AnchorIndex"]
 
@@ -48,6 +53,49 @@ def _check_k(name, k):
         raise ValueError(f"{OP}: {name} must be a non-negative int, got {k!r}")
 
 
+def _shape_dtype(x):
+    """(shape, numpy dtype kind or torch dtype is-int, dtype name) without copying a device tensor."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        t = x.dtype
+        return tuple(x.shape), not (t.is_floating_point or t.is_complex or t == torch.bool), str(t)
+    a = np.asarray(x)
+    return a.shape, a.dtype.kind in "iu", str(a.dtype)
+
+
+def _check_shapes(sim, seeds, A: int) -> int:
+    """``sim`` [B, A] and ``seeds`` [B, S] ints (shapes and dtypes only: free on any device); returns B."""
+    shape, _, _ = _shape_dtype(sim)
+    if len(shape) != 2 or shape[1] != A:
+        raise ValueError(f"{OP}: sim must be [B, A] with A=len(idf)={A}, got {list(shape)}")
+    B = shape[0]
+    sshape, is_int, dtype = _shape_dtype(seeds)
+    if len(sshape) != 2 or sshape[0] != B or (np.prod(sshape) and not is_int):
+        raise ValueError(f"{OP}: seeds must be an int array [B, S] with B={B} (pad with -1), got "
+                         f"{list(sshape)} {dtype}")
+    return B
+
+
+def _scores_on_device(index, idf, sim, seeds, k_exp: int):
+    """The Triton path for device tensors: the seeds' range checked on ``sim``'s device (one fetch), idf and
+    seeds moved there if they live elsewhere (counted), scores and ids returned there."""
+    import torch
+
+    from .triton_impl import expand_triton
+
+    dev = sim.device
+    seeds_t = _on(seeds, dev, torch.int64)
+    E = index.num_episodes
+    if seeds_t.numel():
+        lo, hi = torch.stack(torch.aminmax(seeds_t)).tolist()
+        record_transfer(OP, "sync")
+        if lo < -1 or hi >= E:
+            raise ValueError(f"{OP}: seeds must lie in [-1, E={E}), got [{lo}, {hi}]")
+    record(OP, "triton")
+    return expand_triton(index, _on(idf, dev, torch.float64), sim, seeds_t, k_exp)
+
+
 def _out(x, like, dev):
     if like:
         import torch
@@ -67,8 +115,9 @@ def anchor_scores(ep_indptr, ep_anchors, idf, sim, seeds, k_exp: int, *, canonic
         seeds: ``[B, S]`` seed episode ids per query, ``-1`` = padding.
         k_exp: neighbours to return per query.
         canonical: optional ``[A]`` anchor -> canonical id map (cross-modal matches).
-        index: a prebuilt :class:`AnchorIndex` (skips re-normalising the CSR on every call).
-        backend: ``None``/"auto", "cpu", "reference" (env ``C3M_KERNELS_BACKEND_ANCHOR_SCORES``).
+        index: a prebuilt :class:`AnchorIndex` (skips re-normalising the CSR on every call, and on ``triton``
+            reuses the CSR it keeps on the device).
+        backend: ``None``/"auto", "triton", "cpu", "reference" (env ``C3M_KERNELS_BACKEND_ANCHOR_SCORES``).
 
     Returns:
         ``(scores[B, k_exp] float64, episodes[B, k_exp] int64)`` sorted by descending score. An anchor
@@ -79,36 +128,33 @@ def anchor_scores(ep_indptr, ep_anchors, idf, sim, seeds, k_exp: int, *, canonic
     _check_k("k_exp", k_exp)
     torch_in = type(sim).__module__.startswith("torch")
     dev = sim.device if torch_in else None
-    idf_np = _np(idf, np.float64)
-    if idf_np.ndim != 1:
-        raise ValueError(f"{OP}: idf must be 1-D [A], got {list(idf_np.shape)}")
-    A = idf_np.shape[0]
+    if np.ndim(idf) != 1:
+        raise ValueError(f"{OP}: idf must be 1-D [A], got {list(np.shape(idf))}")
+    A = int(np.shape(idf)[0])
     if index is None:
         index = build_anchor_index(ep_indptr, ep_anchors, A, canonical)
     elif index.num_anchors != A:
         raise ValueError(f"{OP}: index was built for {index.num_anchors} anchors but idf has {A}")
-    sim_np = _np(sim, np.float64)
-    seeds_np = _np(seeds)
-    if sim_np.ndim != 2 or sim_np.shape[1] != A:
-        raise ValueError(f"{OP}: sim must be [B, A] with A=len(idf)={A}, got {list(sim_np.shape)}")
-    B = sim_np.shape[0]
-    if seeds_np.ndim != 2 or seeds_np.shape[0] != B or (seeds_np.size and seeds_np.dtype.kind not in "iu"):
-        raise ValueError(f"{OP}: seeds must be an int array [B, S] with B={B} (pad with -1), got "
-                         f"{list(seeds_np.shape)} {seeds_np.dtype}")
-    seeds_np = seeds_np.astype(np.int64)
+    B = _check_shapes(sim, seeds, A)
     E = index.num_episodes
+    is_cuda = torch_in and dev.type == "cuda"
+    name = _backend(OP, backend, is_cuda, float(E) * A + float(B) * E)
+    if name == "triton" and torch_in:
+        return _scores_on_device(index, idf, sim, seeds, k_exp)
+    idf_np = _np(idf, np.float64)
+    sim_np = _np(sim, np.float64)
+    seeds_np = _np(seeds).astype(np.int64)
     if seeds_np.size and (seeds_np.min() < -1 or seeds_np.max() >= E):
         raise ValueError(f"{OP}: seeds must lie in [-1, E={E}), got [{int(seeds_np.min())}, "
                          f"{int(seeds_np.max())}]")
-    is_cuda = torch_in and dev.type == "cuda"
-    name = _backend(OP, backend, is_cuda, float(E) * A + float(B) * E)
     record(OP, name)
-    if name == "triton":
+    if name == "triton":  # host arrays: up once, the answer back once
+        import torch
+
         from .triton_impl import expand_triton
 
-        s, i = expand_triton(index, idf_np, sim_np, seeds_np, k_exp, dev if is_cuda else "cpu")
-        if torch_in:
-            return s.to(dev), i.to(dev)
+        s, i = expand_triton(index, _on(idf_np, "cpu", torch.float64), _on(sim_np, "cpu", torch.float64),
+                             _on(seeds_np, "cpu", torch.int64), k_exp)
         return s.cpu().numpy(), i.cpu().numpy()
     if name == "reference":
         from .reference import expand_reference
@@ -141,7 +187,7 @@ def build_anchor_graph(ep_indptr, ep_anchors, idf, k_edge: int, *, canonical=Non
     _check_k("k_edge", k_edge)
     if max_postings is not None and (not isinstance(max_postings, numbers.Integral) or max_postings < 1):
         raise ValueError(f"{OP}: max_postings must be a positive int or None, got {max_postings!r}")
-    idf_np = _np(idf, np.float64)
+    idf_np = _np(idf, np.float64, op="build_anchor_graph")
     if idf_np.ndim != 1:
         raise ValueError(f"{OP}: idf must be 1-D [A], got {list(idf_np.shape)}")
     if index is None:

@@ -1,19 +1,45 @@
 """Input normalisation shared by the anchor_scores backends: canonical ids, dedupe, inverse index."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
+
+from ..dispatch import record_transfer
 
 OP = "anchor_scores"
 
 
-def _np(x, dtype=None):
+def _np(x, dtype=None, op: str = OP):
     if x is None:
         return None
     if type(x).__module__.startswith("torch"):
+        record_transfer(op, "download")
         x = x.detach().cpu().numpy()
     return np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
+
+
+def _on(x, device, dtype, op: str = OP):
+    """``x`` as a ``dtype`` tensor on ``device``; a host array (or a tensor elsewhere) is copied there, and counted."""
+    import torch
+
+    if torch.is_tensor(x):
+        if x.device != torch.device(device):
+            record_transfer(op, "upload")
+        return x.to(device=device, dtype=dtype)
+    record_transfer(op, "upload")
+    return torch.as_tensor(np.asarray(x), dtype=dtype).to(device)
+
+
+class DeviceCSR(NamedTuple):
+    """An :class:`AnchorIndex`'s CSR arrays as int64 tensors on one device (:meth:`AnchorIndex.on_device`)."""
+
+    ep_indptr: Any
+    ep_anchors: Any
+    an_indptr: Any
+    an_episodes: Any
+    max_len: int  # most anchors on one episode (pads the seeds' anchor gather)
 
 
 @dataclass
@@ -24,6 +50,8 @@ class AnchorIndex:
         ep_indptr, ep_anchors: CSR rows per episode (int64).
         an_indptr, an_episodes: CSR rows per canonical anchor (int64), episodes ascending.
         num_episodes, num_anchors: sizes (``num_anchors`` counts canonical ids).
+
+    The arrays are not to be changed once built: :meth:`on_device` keeps device copies of them.
     """
 
     ep_indptr: np.ndarray
@@ -32,6 +60,22 @@ class AnchorIndex:
     an_episodes: np.ndarray
     num_episodes: int
     num_anchors: int
+    _device_csr: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def on_device(self, device, op: str = OP) -> DeviceCSR:
+        """The CSR as tensors on ``device``, uploaded the first time a device asks and kept on the index, so the
+        Triton path's repeated calls on one index upload only their queries."""
+        key = str(device)
+        got = self._device_csr.get(key)
+        if got is None:
+            import torch
+
+            arrays = (self.ep_indptr, self.ep_anchors, self.an_indptr, self.an_episodes)
+            record_transfer(op, "upload", len(arrays))
+            tensors = [torch.from_numpy(np.ascontiguousarray(a, np.int64)).to(device) for a in arrays]
+            max_len = int(np.diff(self.ep_indptr).max()) if self.num_episodes else 0
+            got = self._device_csr[key] = DeviceCSR(*tensors, max_len)
+        return got
 
 
 def build_anchor_index(ep_indptr, ep_anchors, num_anchors: int, canonical=None) -> AnchorIndex:

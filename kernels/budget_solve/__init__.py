@@ -4,6 +4,10 @@ Backends: ``triton`` (the same exact DP, one program per instance, :mod:`.triton
 under ``TRITON_INTERPRET=1``), ``cpu`` (exact group-knapsack DP in numba, parallel over the batch;
 pure-Python fallback without numba), ``reference`` (brute force over all subsets, ``M <= 20``).
 Coverage mode runs its outer loop on the host and calls the chosen backend's DP as the oracle.
+
+Device tensors in exact mode on ``triton`` stay on their device: :mod:`.device` validates and prepares them there
+(one small fetch of verdicts and sizes), and the answer comes back as a tensor on that device. Everywhere else the
+inputs are validated and prepared in numpy (``dispatch.transfers`` counts the copies).
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import Optional
 import numpy as np
 
 from .._compat import have_torch, triton_usable
-from ..dispatch import record, resolve_backend
+from ..dispatch import record, record_transfer, resolve_backend
 from .coverage import coverage_solve
 from .cpu import dp_solve, prepare_dp_inputs
 from .reference import (MAX_BRUTE_M, budget_solve_bruteforce, coverage_value, objective,
@@ -33,6 +37,7 @@ def _np(x, dtype=None):
     if x is None:
         return None
     if type(x).__module__.startswith("torch"):
+        record_transfer(OP, "download")
         x = x.detach().cpu().numpy()
     return np.asarray(x) if dtype is None else np.asarray(x, dtype=dtype)
 
@@ -73,6 +78,9 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
     """
     torch_in = type(values).__module__.startswith("torch")
     dev = values.device if torch_in else None
+    if torch_in and mode == "exact" and values.ndim == 2:
+        if _resolve(backend, dev.type == "cuda", values.shape[1]) == "triton":
+            return _solve_on_device(values, costs, budgets, groups, group_costs, lengths, token_buckets)
     v = _np(values, np.float64)
     c = _np(costs, np.float64)
     if v.ndim != 2:
@@ -151,21 +159,7 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
         raise ValueError(f"{OP}: token_buckets must be a positive int, got {token_buckets!r}")
 
     is_cuda = torch_in and dev.type == "cuda"
-
-    def chk_triton():
-        ok, why = triton_usable(is_cuda)
-        if ok and not have_torch()[0]:
-            return False, "torch is not installed (the Triton launcher needs it)"
-        return ok, why
-
-    def chk_ref():
-        if M > MAX_BRUTE_M:
-            return False, f"M={M} > {MAX_BRUTE_M} items is too many for brute force"
-        return True, ""
-
-    checks = {"triton": chk_triton, "cpu": lambda: (True, ""), "reference": chk_ref}
-    name = resolve_backend(OP, backend, is_cuda=is_cuda, checks=checks,
-                           auto_chain_cuda=("triton", "cpu"), auto_chain_cpu=("cpu",))
+    name = _resolve(backend, is_cuda, M)
     if B == 0 or M == 0:
         chosen = np.zeros((B, M), bool)
     elif name == "reference":
@@ -198,6 +192,43 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
         import torch
 
         return torch.from_numpy(np.ascontiguousarray(chosen)).to(dev)
+    return chosen
+
+
+def _resolve(backend, is_cuda: bool, M: int) -> str:
+    """The backend for a call with ``M`` items per instance (:func:`..dispatch.resolve_backend`'s rules)."""
+    def chk_triton():
+        ok, why = triton_usable(is_cuda)
+        if ok and not have_torch()[0]:
+            return False, "torch is not installed (the Triton launcher needs it)"
+        return ok, why
+
+    def chk_ref():
+        if M > MAX_BRUTE_M:
+            return False, f"M={M} > {MAX_BRUTE_M} items is too many for brute force"
+        return True, ""
+
+    checks = {"triton": chk_triton, "cpu": lambda: (True, ""), "reference": chk_ref}
+    return resolve_backend(OP, backend, is_cuda=is_cuda, checks=checks,
+                           auto_chain_cuda=("triton", "cpu"), auto_chain_cpu=("cpu",))
+
+
+def _solve_on_device(values, costs, budgets, groups, group_costs, lengths, token_buckets: int):
+    """Exact mode on ``triton`` for device tensors: validated, prepared and solved where they live."""
+    import torch
+
+    from .device import prepare_on_device
+
+    p = prepare_on_device(values, costs, budgets, groups, group_costs, lengths, token_buckets, MAX_STATES)
+    B, M = p.values.shape
+    if B == 0 or M == 0:
+        return torch.zeros((B, M), dtype=torch.bool, device=values.device)
+    record(OP, "triton")
+    from .triton_impl import dp_launch
+
+    chosen = dp_launch(p.values, p.icost, p.order, p.bstart, p.bend, p.pos_gc, p.caps, p.s_max) != 0
+    if p.lengths is not None:
+        chosen &= torch.arange(M, device=chosen.device)[None, :] < p.lengths[:, None]
     return chosen
 
 

@@ -10,7 +10,8 @@ with cost <= state" tables, decision bits, exact backtracking), restructured for
   index (integer division), and "fits" masks replace the CPU's nested loops;
 * an item update reads ``dpin[s - off]`` for all states before any write, so each item is two passes
   (compute into ``tmp``, then copy back) separated by ``tl.debug_barrier()``;
-* the host precomputes the processing order (items sorted by group) and group boundaries.
+* the processing order (items sorted by group) and group boundaries are precomputed outside the kernel:
+  :func:`block_structure` on the host for numpy inputs, :mod:`.device` in torch for device tensors.
 
 Values are fp32 in the kernel (the CPU path uses fp64): objectives agree to fp32 rounding, and on exact
 ties a different but equally good selection may be returned.
@@ -140,36 +141,54 @@ def block_structure(groups: np.ndarray, gcost: np.ndarray):
     return order, bstart, bend, pos_gc
 
 
-def dp_solve_triton(values, icost, groups, gcost, caps, device, block_s: int | None = None):
-    """Exact batched DP on ``device`` (CUDA, or CPU under TRITON_INTERPRET=1). numpy in, numpy out."""
+def dp_launch(values, icost, order, bstart, bend, pos_gc, caps, s_max: int, block_s: int | None = None):
+    """Run the DP kernel on tensors already on one device (``block_structure``'s order and blocks); returns
+    ``chosen [B, M]`` int8 on that device. ``s_max``: the largest ``prod(caps + 1)`` in the batch."""
     import os
 
     import torch
+
+    B, M = values.shape
+    device = values.device
+    mem = B * s_max * (3 * 4 + 2 * M)
+    if mem > 8 * 2 ** 30:
+        raise MemoryError(f"budget_solve (triton): scratch would need {mem / 2**30:.1f} GiB; "
+                          f"split the batch or lower token_buckets")
+    interp = os.environ.get("TRITON_INTERPRET", "0") == "1"
+    BLOCK_S = block_s or (64 if interp else 512)
+
+    def t(x, dt):
+        return x.to(dtype=dt).contiguous()
+
+    dp = torch.empty((B, s_max), dtype=torch.float32, device=device)
+    dpin = torch.empty_like(dp)
+    tmp = torch.empty_like(dp)
+    take = torch.zeros((B, M, s_max), dtype=torch.int8, device=device)
+    gtake = torch.zeros((B, M, s_max), dtype=torch.int8, device=device)
+    chosen = torch.zeros((B, M), dtype=torch.int8, device=device)
+    _dp_kernel[(B,)](t(values, torch.float32), t(icost, torch.int64), t(order, torch.int64),
+                     t(bstart, torch.int8), t(bend, torch.int8), t(pos_gc, torch.int64),
+                     t(caps, torch.int64), dp, dpin, tmp, take, gtake, chosen, M, s_max,
+                     BLOCK_S=BLOCK_S)
+    return chosen
+
+
+def dp_solve_triton(values, icost, groups, gcost, caps, device, block_s: int | None = None):
+    """Exact batched DP on ``device`` (CUDA, or CPU under TRITON_INTERPRET=1). numpy in, numpy out: the
+    coverage loop's oracle and numpy callers; device tensors take :mod:`.device` and :func:`dp_launch`."""
+    import torch
+
+    from ..dispatch import record_transfer
 
     B, M = values.shape
     if B == 0 or M == 0:
         return np.zeros((B, M), bool)
     S = np.prod(caps + 1, axis=1)
     S_MAX = int(S.max())
-    mem = B * S_MAX * (3 * 4 + 2 * M)
-    if mem > 8 * 2 ** 30:
-        raise MemoryError(f"budget_solve (triton): scratch would need {mem / 2**30:.1f} GiB; "
-                          f"split the batch or lower token_buckets")
     order, bstart, bend, pos_gc = block_structure(groups, gcost)
-    interp = os.environ.get("TRITON_INTERPRET", "0") == "1"
-    BLOCK_S = block_s or (64 if interp else 512)
-
-    def t(x, dt):
-        return torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=dt)
-
-    dp = torch.empty((B, S_MAX), dtype=torch.float32, device=device)
-    dpin = torch.empty_like(dp)
-    tmp = torch.empty_like(dp)
-    take = torch.zeros((B, M, S_MAX), dtype=torch.int8, device=device)
-    gtake = torch.zeros((B, M, S_MAX), dtype=torch.int8, device=device)
-    chosen = torch.zeros((B, M), dtype=torch.int8, device=device)
-    _dp_kernel[(B,)](t(values, torch.float32), t(icost, torch.int64), t(order, torch.int64),
-                     t(bstart, torch.int8), t(bend, torch.int8), t(pos_gc, torch.int64),
-                     t(caps, torch.int64), dp, dpin, tmp, take, gtake, chosen, M, S_MAX,
-                     BLOCK_S=BLOCK_S)
+    arrays = (values, icost, order, bstart, bend, pos_gc, caps)
+    record_transfer("budget_solve", "upload", len(arrays))
+    chosen = dp_launch(*(torch.from_numpy(np.ascontiguousarray(x)).to(device) for x in arrays), S_MAX,
+                       block_s=block_s)
+    record_transfer("budget_solve", "download")
     return chosen.cpu().numpy().astype(bool)
