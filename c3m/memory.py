@@ -226,9 +226,9 @@ class Memory:
     def _image_bytes(self, ref) -> bytes:
         return self.store.image_bytes(ref)
 
-    def add_sessions(self, sessions: Sequence[Session], *, lookahead: int = 2, on_added=None) -> list[AddResult]:
+    def add_sessions(self, sessions: Sequence[Session], *, lookahead: int = 4, on_added=None) -> list[AddResult]:
         """``add_session`` for each session in order, with the next ``lookahead`` sessions' model work (shared
-        embeddings, text anchors) running on two background threads meanwhile (``write.prefetch``): the same stored
+        embeddings, text anchors) running on background threads meanwhile (``write.prefetch``): the same stored
         bytes as one call at a time, in less wall time on two or more cores. ``lookahead=0`` adds them one by one.
         ``on_added(result)`` is called after each commit (progress bars)."""
         from .write.prefetch import Prefetcher

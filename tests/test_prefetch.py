@@ -81,3 +81,57 @@ def test_bad_session_is_refused_with_its_own_error_after_the_good_ones(tmp_path,
         assert [s.session_id for s in mem.sessions()] == ["s0", "s1"]
         assert mem.method.prefetched == {}
         assert [r.created for r in mem.add_sessions(good)] == [False, False, True]  # re-ingest: no-op, then new
+
+
+class _GatedExtractor:
+    """Blocks on ``gate`` while extracting any text that starts with "slow"; counts texts extracted."""
+
+    name = "gated"
+
+    def __init__(self):
+        self.gate, self.started, self.seen = threading.Event(), threading.Event(), []
+
+    def extract(self, texts):
+        self.seen += texts
+        if any(t.startswith("slow") for t in texts):
+            self.started.set()
+            assert self.gate.wait(10)
+        if any(t.startswith("bad") for t in texts):
+            raise RuntimeError("extractor failed")
+        return [[] for _ in texts]
+
+
+def test_describe_memo_waits_only_for_its_own_texts():
+    from c3m.write.units import DescriptionMemo
+
+    memo = DescriptionMemo("gated")
+    memo._extractor = ex = _GatedExtractor()
+    memo.describe(["done already"])
+    slow = threading.Thread(target=memo.describe, args=(["slow batch", "later text"],))
+    slow.start()
+    assert ex.started.wait(10)
+    got = []  # texts already described come back while another thread's batch is still running
+    reader = threading.Thread(target=lambda: got.append(memo.describe(["done already"])))
+    reader.start()
+    reader.join(5)
+    assert got and not reader.is_alive()
+    waiter = threading.Thread(target=lambda: got.append(memo.describe(["later text"])))  # in flight: waits for it
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive()
+    ex.gate.set()
+    slow.join(10)
+    waiter.join(10)
+    assert len(got) == 2 and ex.seen.count("later text") == 1  # extracted once, by the thread that took it
+
+
+def test_describe_memo_failure_reaches_every_caller():
+    from c3m.write.units import DescriptionMemo
+
+    memo = DescriptionMemo("gated")
+    memo._extractor = _GatedExtractor()
+    with pytest.raises(RuntimeError, match="extractor failed"):
+        memo.describe(["bad text"])
+    assert memo._inflight == {} and "bad text" not in memo.memo  # nothing half-stored; a retry extracts again
+    with pytest.raises(RuntimeError, match="extractor failed"):
+        memo.describe(["bad text"])

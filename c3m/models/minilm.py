@@ -20,6 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
+from . import threads
+
 
 def packaged_model_path() -> Path:
     try:
@@ -227,7 +229,7 @@ class MiniLMEmbedder:
             for r, i in enumerate(idx):
                 e = encs[i]
                 ids[r, :len(e.ids)], types[r, :len(e.ids)], mask[r, :len(e.ids)] = e.ids, e.type_ids, True
-            if ids.size <= ONE_THREAD_TOKENS:
+            if ids.size <= ONE_THREAD_TOKENS and not threads.serial():  # serial: BLAS is at one thread already
                 with _BLAS_LIMIT_LOCK, _one_blas_thread():  # the limit is process-wide: one holder at a time
                     hidden = self._encode(ids, types, mask)
             else:

@@ -786,7 +786,8 @@ class ColdStore:
                 except StoreError:  # a damaged base (verify reports it): this version is written whole
                     base_state = None
             if base_state is not None:
-                patch = canonical(diff_states(base_state.state, norm))
+                patch = canonical(diff_states(base_state.state, norm,
+                                              nan="NaN" in canon or "NaN" in base_state.canon))
                 now = set(ptrs)
                 pdelta = canonical({"+": sorted(now - base_state.pointers), "-": sorted(base_state.pointers - now)})
                 full_len = len(canon) + sum(len(p) + 3 for p in ptrs)

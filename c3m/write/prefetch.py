@@ -1,15 +1,16 @@
-"""Ingest pipelining: the next sessions' model work runs on a background thread while the writer commits.
+"""Ingest pipelining: the next sessions' model work runs on background threads while the writer commits.
 
 A session's write is model work (the Raw Nodes' shared text embeddings, the text anchors of the turns RAMU
 describes) followed by the index update under the store's write lock. The model work needs only the session's
-turns, so while session *t* is folded into the index, one worker thread embeds and another describes sessions
-*t + 1 … t + lookahead*. NumPy's matrix products and spaCy's kernels release the GIL for part of their time:
-``c3m ingest`` of a 128K-token history went from 33.0 to 26.0 s on two cores (one worker thread for both gave
-31.8 s; ``benchmarks/results/write-cost-cpu``).
+turns, so while session *t* is folded into the index, two worker threads embed and a third describes sessions
+*t + 1 … t + lookahead*, each library at one thread of its own (``models.threads``). NumPy's and torch's matrix
+products and spaCy's kernels release the GIL for part of their time: ``c3m ingest`` of a 128K-token history on
+two cores went from 33.0 s (no prefetch) to 26.0 s with one embedding thread and to ~21 s with two
+(``benchmarks/results/write-cost-cpu``).
 
 Nothing changes in what is stored, bit for bit:
 
-* the worker embeds, for each session in order, exactly the batch the writer would embed when it gets there (the
+* the workers embed, for each session, exactly the batch the writer would embed when it gets there (the
   session's texts not in the memo or the store's vector cache when the session was queued, less those an earlier
   queued session embeds), and ``MemoryMethod.text_vectors`` takes a prefetched batch only when it is that same
   batch (same texts, same order), else embeds as usual (padding makes a vector's last bits depend on its batch);
@@ -22,8 +23,14 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from ..models.threads import one_thread_each
 from ..store import text_sha256
 from ..types import Session
+
+
+#: threads embedding queued sessions' batches at once: on two cores the embedder is the ingest's longest stage
+#: (a 128K-token history: 25 -> 21 s with two, BLAS at one thread each; ``models.threads``)
+EMBED_WORKERS = 2
 
 
 class Prefetcher:
@@ -35,9 +42,12 @@ class Prefetcher:
     def __init__(self, method, store, *, embed: bool = True):
         self.method, self.store, self.embed = method, store, embed
         self.emb = method.models.text_embedder
-        # two workers, each in session order: embeddings on one, text anchors on the other (the writer's thread is
-        # the third); NumPy's products and spaCy's parser release the GIL, so they overlap on two or more cores
-        self._embedder = ThreadPoolExecutor(1, thread_name_prefix="c3m-prefetch-embed")
+        # embeddings on EMBED_WORKERS threads (each batch stands alone), text anchors on one, in session order (the
+        # describe memo is one lock); NumPy's products, torch's and spaCy's parser release the GIL, so they overlap
+        # with the writer's thread on two or more cores, each library held at one thread of its own
+        self._threads = one_thread_each()
+        self._threads.__enter__()
+        self._embedder = ThreadPoolExecutor(EMBED_WORKERS, thread_name_prefix="c3m-prefetch-embed")
         self._describer = ThreadPoolExecutor(1, thread_name_prefix="c3m-prefetch-anchors")
         self._queued: list[Future] = []
         self._embedded: set[str] = set()  # hashes an earlier queued session embeds
@@ -77,6 +87,7 @@ class Prefetcher:
         self._embedder.shutdown(wait=True)
         self._describer.shutdown(wait=True)
         self.method.prefetched.clear()  # batches the writer never asked for (an error stopped the ingest)
+        self._threads.__exit__(None, None, None)
 
 
 __all__ = ["Prefetcher"]

@@ -159,13 +159,17 @@ class DescriptionMemo:
         self.max_items = max_items
         self.memo: dict[str, tuple] = {}
         self._extractor = None
-        self._lock = threading.Lock()  # one memo per process: a server's reader and writer threads share it
+        self.__setstate__({})
 
-    def __getstate__(self):  # a lock does not pickle; a copy gets its own
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+    def __getstate__(self):  # locks do not pickle; a copy gets its own
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_extracting", "_inflight")}
 
     def __setstate__(self, state):
-        self.__dict__.update(state, _lock=threading.Lock())
+        # one memo per process, shared by threads (a server's reader and writer, the ingest's prefetcher): _lock
+        # guards the memo for a moment; _extracting lets one thread at a time run the extractor (a spaCy pipeline
+        # is not made for two), and _inflight says which texts it is on, so a caller whose texts are done or
+        # being done never waits for someone else's batch
+        self.__dict__.update(state, _lock=threading.Lock(), _extracting=threading.Lock(), _inflight={})
 
     @property
     def extractor(self):
@@ -178,14 +182,31 @@ class DescriptionMemo:
         return self._extractor
 
     def describe(self, texts: Sequence[str]) -> list[tuple[set, set, bool, bool, bool]]:
-        with self._lock:
-            todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
+        texts = list(texts)
+        while True:
+            with self._lock:
+                missing = [t for t in dict.fromkeys(texts) if t not in self.memo]
+                if not missing:
+                    return [self.memo[t] for t in texts]
+                waits = {id(e): e for e in (self._inflight.get(t) for t in missing) if e is not None}
+                todo = [t for t in missing if t not in self._inflight]
+                done = threading.Event()
+                self._inflight.update(dict.fromkeys(todo, done))
             if todo:
-                if len(self.memo) + len(todo) > self.max_items:
-                    self.memo.clear()
-                for t, anchors in zip(todo, self.extractor.extract(todo)):
-                    self.memo[t] = describe_text(t, anchors)
-            return [self.memo[t] for t in texts]
+                try:
+                    with self._extracting:
+                        found = [describe_text(t, a) for t, a in zip(todo, self.extractor.extract(todo))]
+                    with self._lock:
+                        if len(self.memo) + len(found) > self.max_items:
+                            self.memo.clear()
+                        self.memo.update(zip(todo, found))
+                finally:
+                    with self._lock:
+                        for t in todo:
+                            self._inflight.pop(t, None)
+                    done.set()
+            for event in waits.values():  # another thread's batch holds them; if it failed, the loop retries here
+                event.wait()
 
 
 @lru_cache(maxsize=3)
