@@ -179,6 +179,14 @@ def test_env_respects_the_raw_node_budget_in_retrieval_order():
     assert res["a"][..., 0].sum(1).tolist() == [2, 2] and res["a"][:, :2, 0].all()
 
 
+def test_log_every_prints_a_line_every_n_iterations(tmp_path, capsys):
+    args = ppo.parse_args(["--toy", "--iterations=5", "--log_every=2", "--batch_size=16", "--hidden=8",
+                           f"--out={tmp_path}", "--progress=false", "--threads=1", "--toy_questions=32"])
+    ppo.train(args)
+    logged = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("iteration ")]
+    assert [ln.split(":")[0] for ln in logged] == ["iteration 2/5", "iteration 4/5", "iteration 5/5"]
+
+
 def test_ppo_reaches_the_toy_bandits_known_optimum(tmp_path):
     """λ=1 with cost/1000: a sole cover is worth 0.5, so text evidence -> raw text (0.05), image evidence ->
     the crop (0.1, cheaper than the raw image's 0.3 and the only other cover), irrelevant -> nothing."""

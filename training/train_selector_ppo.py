@@ -120,7 +120,7 @@ class Args:
     threads: int = opt(0, "torch CPU threads (0: torch's default; torchrun sets 1 per rank via OMP_NUM_THREADS)")
     ckpt_every: int = opt(50, "iterations between checkpoints")
     resume: bool = opt(True, "resume from the run folder's checkpoint when it exists")
-    log_every: int = opt(10, "unused; kept for old commands")
+    log_every: int = opt(10, "iterations between one-line progress logs (0: none; metrics.csv has every one)")
     progress: bool = opt(True, "progress bar")
     weights: str = opt("", "eval mode: the selector to evaluate (empty: shipped)")
     tolerance: float = opt(0.01, "sweep: the chosen policy's dev oracle-reader may trail all-forms by this")
@@ -525,6 +525,10 @@ def train(args: Args, data: dict | None = None, out: Path | None = None) -> MLPS
             with log_path.open("a", newline="") as fh:
                 csv.writer(fh).writerow([row[c] for c in cols])
             bar.set_postfix(q=f"{row['quality']:.3f}", tok=f"{row['tokens']:.0f}", ent=f"{row['entropy']:.2f}")
+            if args.log_every and ((it + 1) % args.log_every == 0 or it + 1 == args.iterations):
+                bar.write(f"iteration {it + 1}/{args.iterations}: quality {row['quality']:.3f}, tokens "
+                          f"{row['tokens']:.0f}, reward {row['reward']:.4f}, entropy {row['entropy']:.3f}, "
+                          f"kl {row['approx_kl']:.4f}, {row['seconds']:.0f} s")
             if (it + 1) % args.ckpt_every == 0 or it + 1 == args.iterations:
                 torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "scaler": scaler.state_dict(),
                             "gen": gen.get_state(), "iteration": it + 1, "args": asdict(args)}, ckpt)
