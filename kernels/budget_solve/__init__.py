@@ -3,9 +3,10 @@
 Backends: ``triton`` (the same exact DP, one program per instance, :mod:`.triton_impl`; CUDA, or CPU
 under ``TRITON_INTERPRET=1``), ``cpu`` (exact group-knapsack DP in numba, parallel over the batch;
 pure-Python fallback without numba), ``reference`` (brute force over all subsets, ``M <= 20``).
-Coverage mode runs its outer loop on the host and calls the chosen backend's DP as the oracle.
+Coverage mode's outer loop calls the chosen backend's DP as the oracle: in numpy on the host (:mod:`.coverage`), or,
+for device tensors on ``triton``, in torch on their device (:mod:`.coverage_device`; integer label weights).
 
-Device tensors in exact mode on ``triton`` stay on their device: :mod:`.device` validates and prepares them there
+Device tensors on ``triton`` (exact mode; coverage mode with integer label weights) stay on their device: :mod:`.device` validates and prepares them there
 (one small fetch of verdicts and sizes), and the answer comes back as a tensor on that device. Everywhere else the
 inputs are validated and prepared in numpy (``dispatch.transfers`` counts the copies).
 """
@@ -81,6 +82,12 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
     if torch_in and mode == "exact" and values.ndim == 2:
         if _resolve(backend, dev.type == "cuda", values.shape[1]) == "triton":
             return _solve_on_device(values, costs, budgets, groups, group_costs, lengths, token_buckets)
+    if torch_in and mode == "coverage" and values.ndim == 2:
+        if _resolve(backend, dev.type == "cuda", values.shape[1]) == "triton":
+            got = _coverage_on_device(values, costs, budgets, groups, group_costs, coverage, coverage_weights,
+                                      lam, max_iter, lengths, token_buckets)
+            if got is not None:
+                return got
     v = _np(values, np.float64)
     c = _np(costs, np.float64)
     if v.ndim != 2:
@@ -229,6 +236,47 @@ def _solve_on_device(values, costs, budgets, groups, group_costs, lengths, token
     chosen = dp_launch(p.values, p.icost, p.order, p.bstart, p.bend, p.pos_gc, p.caps, p.s_max) != 0
     if p.lengths is not None:
         chosen &= torch.arange(M, device=chosen.device)[None, :] < p.lengths[:, None]
+    return chosen
+
+
+def _coverage_on_device(values, costs, budgets, groups, group_costs, coverage, coverage_weights, lam, max_iter,
+                        lengths, token_buckets: int):
+    """Coverage mode on ``triton`` for device tensors: prepared and solved where they live
+    (:mod:`.coverage_device`). ``None`` when the label weights are not integers: numpy's label sums (``einsum``)
+    then round in a CPU-dependent order that the device cannot reproduce, and the host loop runs instead."""
+    import torch
+
+    from .coverage_device import coverage_solve_device, weights_exact
+    from .device import _on, prepare_on_device
+
+    dev = values.device
+    B, M = values.shape
+    if coverage is None:
+        raise ValueError(f"{OP}: mode='coverage' needs coverage=[B, M, L] bool")
+    cov = _on(coverage, dev).to(torch.bool)
+    if cov.ndim != 3 or tuple(cov.shape[:2]) != (B, M):
+        raise ValueError(f"{OP}: coverage must be [B, M, L] with B={B}, M={M}, got {list(cov.shape)}")
+    L = cov.shape[2]
+    if coverage_weights is None:
+        w = torch.ones((B, L), dtype=torch.float64, device=dev)
+    else:
+        w = _on(coverage_weights, dev, torch.float64)
+        if tuple(w.shape) != (B, L):
+            raise ValueError(f"{OP}: coverage_weights must be [B, L]=[{B}, {L}], got {list(w.shape)}")
+        ok = bool(weights_exact(w))
+        record_transfer(OP, "sync")
+        if not ok:
+            return None
+    p = prepare_on_device(values, costs, budgets, groups, group_costs, lengths, token_buckets, MAX_STATES)
+    if B == 0 or M == 0:
+        return torch.zeros((B, M), dtype=torch.bool, device=dev)
+    if p.lengths is not None:
+        cov = cov & (torch.arange(M, device=dev)[None, :] < p.lengths[:, None])[:, :, None]
+    record(OP, "triton")
+    chosen = coverage_solve_device(p.values, p.icost, p.groups, p.gcost, p.caps, p.order, p.bstart, p.bend,
+                                   p.pos_gc, cov, w, lam, max_iter=max_iter, lengths=p.lengths)
+    if p.lengths is not None:
+        chosen = chosen & (torch.arange(M, device=dev)[None, :] < p.lengths[:, None])
     return chosen
 
 

@@ -30,6 +30,8 @@ class Prepared(NamedTuple):
     caps: "object"         # [B, 4] i64
     lengths: "object"      # [B] i64 or None
     s_max: int             # largest DP table (states) in the batch
+    groups: "object" = None  # [B, M] i64: groups, padding set to -1 (coverage mode's local search)
+    gcost: "object" = None   # [B, G, 4] i64: group costs in DP units (``prepare_dp_inputs``'s ``gi``)
 
 
 def _on(x, dev, dtype=None):
@@ -180,4 +182,7 @@ def prepare_on_device(values, costs, budgets, groups, group_costs, lengths, toke
             f"{OP}: instance {b} needs {int(states[b])} DP states (> {max_states}) for clipped "
             f"budgets {caps[b].tolist()} (pages, raw, images, token buckets); lower "
             f"token_buckets or the count budgets")
-    return Prepared(v, icost, order, bstart, bend, pos_gc, caps, n, int(s_max_host))
+    if gc is None:  # the host path's default group costs (one page per group, G = max(groups) + 1), in DP units
+        gi = torch.zeros((B, G_host if groups is not None else 0, 4), dtype=i64, device=dev)
+        gi[:, :, 0] = 1
+    return Prepared(v, icost, order, bstart, bend, pos_gc, caps, n, int(s_max_host), g, gi)

@@ -162,8 +162,8 @@ def test_budget_solve_states_limit_on_device():
 
 
 def test_budget_solve_coverage_mode_keeps_its_host_loop():
-    """Coverage mode's outer loop is numpy on the host by design (``budget_solve``'s module docstring): device
-    tensors still get the CPU path's selection, and the answer on their device."""
+    """Coverage mode with device tensors (its loop now runs on the device, ``coverage_device``; see
+    test_coverage_device.py) still gets the CPU path's selection here, and the answer on their device."""
     v, c, bud, kw = _solve_case(3, 3, 5)
     cov = np.random.default_rng(0).random((3, 5, 3)) < 0.4
     args = dict(mode="coverage", coverage=cov, lam=0.5, max_iter=2, **kw)
