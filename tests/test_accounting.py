@@ -266,3 +266,15 @@ def test_empty_context_on_hard_scores_zero_outside_ar_and_is_no_perfect_ar_reade
     assert all(s.oracle_reader_acc == 0.0 and s.support_recall == 0.0 for s in scores if s.category != "AR")
     ar = [s.oracle_reader_acc for s in scores if s.category == "AR"]
     assert ar and sum(ar) / len(ar) < 1.0
+
+
+def test_intervals_do_not_depend_on_the_order_workers_finished():
+    import random
+
+    rng = random.Random(1)
+    base = {f"h{h}": [float(rng.random() < 0.5) for _ in range(6)] for h in range(12)}
+    other = {h: [1.0 - v for v in vals] for h, vals in base.items()}
+    a, b = _results("a", base), _results("b", other)
+    shuffled = a[::-1]
+    assert aggregate(a, n_boot=200) == aggregate(shuffled, n_boot=200)
+    assert paired_difference(a, b, "support_recall") == paired_difference(shuffled, b[::-1], "support_recall")

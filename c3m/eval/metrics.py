@@ -162,6 +162,7 @@ def aggregate(results, *, n_boot: int = 1000, seed: int = 0) -> dict:
     """{category|'overall': {metric: {mean, lo, hi, n}}} plus resource and write-budget figures, from
     HistoryResults. "overall" pools the retrieval categories only (``RETRIEVAL_CATEGORIES``)."""
     out: dict[str, dict] = {}
+    results = sorted(results, key=lambda r: r.history)  # the bootstrap's clusters in one order, however the workers finished
     cats = sorted({q.category for r in results for q in r.questions})
     for cat in cats + ["overall"]:
         row = {}
@@ -208,7 +209,7 @@ def paired_difference(results_a, results_b, metric: str, category: str = "overal
     nothing is shared."""
     b_by = {r.history: {q.question_id: q for q in r.questions} for r in results_b}
     clusters = []  # per shared history: the per-question differences A − B
-    for ra in results_a:
+    for ra in sorted(results_a, key=lambda r: r.history):  # cluster order fixed, as in ``aggregate``
         qb = b_by.get(ra.history)
         if qb is None:
             continue
