@@ -93,7 +93,8 @@ def triton_usable(device_is_cuda: bool) -> Tuple[bool, str]:
     """Whether a Triton kernel can run on tensors of the given device kind, and why not.
 
     Triton runs on CUDA tensors, or on CPU tensors only when ``TRITON_INTERPRET=1`` was set before
-    ``triton`` was first imported (the interpreter; slow, used by the CPU test-suite).
+    ``triton`` was first imported (the interpreter; slow, used by the CPU test-suite). Every launcher here
+    takes torch tensors, so torch is required too.
     """
     interp = os.environ.get("TRITON_INTERPRET", "0") == "1"
     if not device_is_cuda and not interp:
@@ -105,6 +106,8 @@ def triton_usable(device_is_cuda: bool) -> Tuple[bool, str]:
     _, why_tl = try_import("triton.language")
     if why_tl:
         return False, why_tl
+    if not have_torch()[0]:
+        return False, "torch is not installed (the Triton launcher needs it)"
     return True, ""
 
 

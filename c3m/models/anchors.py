@@ -187,19 +187,15 @@ class SpacyAnchorExtractor:
     def parse(self, texts: Sequence[str]):
         """Docs as the backend's whole pipeline annotates them (``self.nlp`` alone leaves out the attribute ruler,
         which runs here compiled, a batch at a time)."""
+        from spacy.util import minibatch
+
         docs = self.nlp.pipe(texts, batch_size=self.batch_size)
         if self.ruler is None:
             yield from docs
             return
-        batch = []
-        for doc in docs:
-            batch.append(doc)
-            if len(batch) == self.batch_size:
-                self.ruler(batch)
-                yield from batch
-                batch = []
-        self.ruler(batch)
-        yield from batch
+        for batch in minibatch(docs, self.batch_size):
+            self.ruler(batch)
+            yield from batch
 
     def _anchors(self, doc, offset: int) -> list[Anchor]:
         if self.ner:

@@ -19,16 +19,6 @@ import numpy as np
 from .minilm import MiniLMEmbedder
 
 
-def bf16_fast() -> bool:
-    """True when this CPU has bfloat16 dot-product instructions (AVX-512 BF16 or AMX), from /proc/cpuinfo."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
 class MiniLMBF16Embedder(MiniLMEmbedder):
     name = "minilm-l6-v2-bf16"
 

@@ -31,19 +31,13 @@ __all__ = ["anchor_scores", "build_anchor_graph", "build_anchor_index", "AnchorI
 
 
 def _backend(op, backend, is_cuda, size):
-    def chk_triton():
-        ok, why = triton_usable(is_cuda)
-        if ok and not have_torch()[0]:
-            return False, "torch is not installed (the Triton launcher needs it)"
-        return ok, why
-
     def chk_ref():
         ok, why = have_torch()
         if ok and size > 5e7:
             return False, f"the dense reference would need {size:.3g} matrix cells; use backend='cpu'"
         return ok, why
 
-    checks = {"triton": chk_triton, "cpu": lambda: (True, ""), "reference": chk_ref}
+    checks = {"triton": lambda: triton_usable(is_cuda), "cpu": lambda: (True, ""), "reference": chk_ref}
     return resolve_backend(op, backend, is_cuda=is_cuda, checks=checks,
                            auto_chain_cuda=("triton", "cpu"), auto_chain_cpu=("cpu",))
 

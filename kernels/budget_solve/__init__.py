@@ -17,7 +17,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._compat import have_torch, triton_usable
+from .._compat import triton_usable
 from ..dispatch import record, record_transfer, resolve_backend
 from .coverage import coverage_solve
 from .cpu import dp_solve, prepare_dp_inputs
@@ -204,18 +204,12 @@ def budget_solve(values, costs, budgets, groups=None, group_costs=None, *, mode:
 
 def _resolve(backend, is_cuda: bool, M: int) -> str:
     """The backend for a call with ``M`` items per instance (:func:`..dispatch.resolve_backend`'s rules)."""
-    def chk_triton():
-        ok, why = triton_usable(is_cuda)
-        if ok and not have_torch()[0]:
-            return False, "torch is not installed (the Triton launcher needs it)"
-        return ok, why
-
     def chk_ref():
         if M > MAX_BRUTE_M:
             return False, f"M={M} > {MAX_BRUTE_M} items is too many for brute force"
         return True, ""
 
-    checks = {"triton": chk_triton, "cpu": lambda: (True, ""), "reference": chk_ref}
+    checks = {"triton": lambda: triton_usable(is_cuda), "cpu": lambda: (True, ""), "reference": chk_ref}
     return resolve_backend(OP, backend, is_cuda=is_cuda, checks=checks,
                            auto_chain_cuda=("triton", "cpu"), auto_chain_cpu=("cpu",))
 
