@@ -480,6 +480,14 @@ class Answer:
     context: Context
     answerer: str
     cited: tuple[str, ...] = ()
+    #: True when the answerer declined ("not in memory" / "not sure"): ``text`` then says so and no value is
+    #: asserted. The harness scores selective accuracy (coverage = share not declined) from this flag.
+    declined: bool = False
+    #: the answerer's confidence in ``text`` (0..1, calibrated on dev data where the answerer says so), or None
+    confidence: float | None = None
+    #: the answer itself when the answerer can name it apart from its supporting quote (a value, count, name,
+    #: place, date, yes/no); None when ``text`` is all there is. Token F1 / exact match score this when present.
+    span: str | None = None
 
 
 def item_header(item: ContextItem) -> str:
