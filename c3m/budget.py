@@ -45,8 +45,9 @@ A context over budget on any dimension, or with a problem, is a **violation**: `
 **Write budget** (``measure_index``): the active index is measured from the snapshot the method committed —
 entries and pages counted, index tokens = the routing texts the snapshot holds (each entry's
 ``routing_text`` and each page's ``summary``) recounted, index bytes = the snapshot's compact JSON. A method
-without entries in its snapshot (a flat, unbounded index) is measured as one entry per Raw-Node pointer (or
-its declared ``count``, whichever is larger), with its vectors' bytes.
+without entries in its snapshot (a flat, unbounded index) is measured as one entry per Raw Node it reaches
+or points at (or its declared ``count``, whichever is largest), with its vectors' bytes: the harness passes the
+reach of the snapshot (``c3m.index.reach``), never the method's own ``pointers()``.
 """
 from __future__ import annotations
 
@@ -297,11 +298,15 @@ def state_bytes(state: dict) -> int:
     return len(json.dumps(state, separators=(",", ":"), sort_keys=True).encode())
 
 
-def measure_index(state: dict, count: Callable[[str], int], *, pointers: int = 0) -> IndexUse:
-    """One definition of an active index's size, measured from its snapshot state (module docstring)."""
+def measure_index(state: dict, count: Callable[[str], int], *, pointers: int = 0, reach: int = 0) -> IndexUse:
+    """One definition of an active index's size, measured from its snapshot state (module docstring).
+
+    ``reach``: how many Raw Nodes the snapshot reaches (``c3m.index.reach.snapshot_view``, the same reach the read
+    checks use). A state without entries is charged one entry and one vector per Raw Node it reaches or points at,
+    so neither an empty ``pointers()`` nor a small declared ``count`` can hide an index that reaches every node."""
     if "entries" not in state:
         dim = int(state.get("dim", 384))
-        n = max(int(state.get("count", 0)), pointers)  # a declared count cannot hide the pointers it keeps
+        n = max(int(state.get("count", 0)), pointers, reach)  # a declared count cannot hide what it keeps
         return IndexUse(n, 0, 0, state_bytes(state) + n * dim * 4)
     entries, pages = state["entries"], state.get("pages", [])
     tokens = sum(count(e.get("routing_text", "")) for e in entries) + sum(count(p.get("summary", "")) for p in pages)

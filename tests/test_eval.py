@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,21 +23,21 @@ def dataset(demo_dataset):
 
 @register
 class PeekingMethod(DenseTopK):
-    """Cheats: reads the dataset file (with its questions) while observing a session."""
+    """Cheats: reads the dataset file (with its questions) while observing a session. It runs in the harness's
+    method process, so it finds the dataset through the environment (inherited), not a class attribute."""
 
     name = "test-peeking"
-    dataset_path = None
 
     def observe(self, session_id, nodes):
-        open(self.dataset_path / "episodes.jsonl").read()
+        open(Path(os.environ["C3M_TEST_PEEK"]) / "episodes.jsonl").read()
         return super().observe(session_id, nodes)
 
 
-def test_harness_refuses_a_method_that_reads_questions_at_write_time(dataset, tmp_path):
-    PeekingMethod.dataset_path = dataset
+def test_harness_refuses_a_method_that_reads_questions_at_write_time(dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("C3M_TEST_PEEK", str(dataset))
     with pytest.raises(QueryBlindnessViolation, match="write path opened"):
         run_eval([dataset], ["test-peeking"], tmp_path / "out", config=CFG, progress=False)
-    # the same read is fine at question time: only the write phase is guarded
+    # the harness's own process reads the dataset as it likes: only the method's process is guarded
     open(dataset / "episodes.jsonl").read()
 
 
@@ -199,30 +201,46 @@ def test_report_headline_is_raw_text_support_recall_beside_caption_recall():
     assert row(intervals, "a")[2:4] == ["0.0 [0.0, 0.0]", "100.0 [100.0, 100.0]"]
 
 
-def test_shared_embeddings_leave_no_method_an_embedding_to_pay(tmp_path):
-    """The harness embeds a history's turns once before any method replays it; the replay then finds every vector
-    in the worker's memo (so no method's write time carries the shared embeddings), and they are the same vectors."""
-    from c3m import Memory
-    from c3m.eval import harness
-    from c3m.eval.synth import generate_dataset
-    from c3m.dataset import load_dataset
+@register
+class MemoProbe(DenseTopK):
+    """Records, as it observes each session, whether its embedder's memo already holds that session's texts (the
+    harness embeds a session before timing its write) and whether it holds any text of a *later* session."""
 
-    (h,) = load_dataset(generate_dataset(tmp_path / "d", length=4000, episodes=1, seed=3, progress=False,
-                                         preset="hard", split="dev"))
-    cfg = MemoryConfig(method="dense-topk", text_embedder="hashing", token_counter="approx")
-    args = (h, str(tmp_path / "s"), cfg, None, "4k", (str(tmp_path),), None, None, None, ())
-    harness._models.cache_clear()
-    assert harness._shared_embeddings(args) > 0
-    models = harness._models(cfg.text_embedder, cfg.token_counter, cfg.answerer, "none", cfg.image_embedder)
-    before = models.text_embedder.misses
-    with Memory(tmp_path / "s", "h", config=cfg, models=models) as mem:
-        for s in h.sessions:
-            mem.add_session(s)
-        nodes = list(mem.store.iter_nodes("h"))
-        shared = mem.method.node_vectors(nodes)
-        assert models.text_embedder.misses == before
-        want = models.text_embedder.inner.embed(mem.method.embedding_texts(nodes))  # what a method alone computes
-    assert np.array_equal(shared, want)
-    skipped = (h, str(tmp_path / "p"), MemoryConfig(method="dense-topk", perception="oracle"), None, "4k",
-               (str(tmp_path),), None, None, None, ())
-    assert harness._shared_embeddings(skipped) == 0.0  # captions are in the embedded texts: left to the replay
+    name = "test-memo-probe"
+
+    def observe(self, session_id, nodes):
+        memo = self.models.text_embedder._memo
+        texts = self.embedding_texts(nodes)
+        later = json.loads(Path(os.environ["C3M_TEST_PROBE"]).with_suffix(".later").read_text())
+        row = {"session": session_id, "primed": all(t in memo for t in texts),
+               "future": [t for t in later.get(session_id, []) if t in memo]}
+        with open(os.environ["C3M_TEST_PROBE"], "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        return super().observe(session_id, nodes)
+
+
+def test_each_session_is_embedded_before_its_timed_write_and_no_later_one_is(tmp_path, monkeypatch):
+    """The method process embeds a session's turn texts before it times ``add_session`` (every method pays the
+    same, outside its write time), and never a later session's: the memo holds nothing of the future."""
+    from c3m.dataset import load_dataset
+    from c3m.eval.synth import generate_dataset
+    from c3m.methods.base import session_embedding_texts
+
+    ds = generate_dataset(tmp_path / "d", length=4000, episodes=1, seed=3, progress=False, preset="hard",
+                          split="dev")
+    (h,) = load_dataset(ds)
+    probe = tmp_path / "probe.jsonl"
+    seen: set[str] = set()
+    later = {}
+    for k, s in enumerate(h.sessions):
+        seen |= set(session_embedding_texts(s))
+        rest = {t for s2 in h.sessions[k + 1:] for t in session_embedding_texts(s2)} - seen
+        later[s.id] = sorted(rest)
+    probe.with_suffix(".later").write_text(json.dumps(later))
+    monkeypatch.setenv("C3M_TEST_PROBE", str(probe))
+    res = run_eval([ds], ["test-memo-probe"], tmp_path / "out", config=CFG, progress=False)
+    rows = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert [r["session"] for r in rows] == [s.id for s in h.sessions]
+    assert all(r["primed"] for r in rows) and not any(r["future"] for r in rows)
+    (r,) = next(iter(res["test-memo-probe"].values()))
+    assert r.shared_embed_seconds > 0 and len(r.write_seconds) == len(h.sessions)

@@ -16,7 +16,7 @@ import json
 import os
 import re
 import shutil
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -24,7 +24,8 @@ from pathlib import Path
 from ..config import MemoryConfig
 from ..errors import InvalidInput
 from ..types import History, ReaderBudget
-from .replay import HistoryResult, replay_history, save_questions
+from .metrics import ROUTE_POOL
+from .replay import HistoryResult, replay_history
 
 LENGTH_BUCKETS = {"32k": 32_000, "64k": 64_000, "128k": 128_000}
 
@@ -177,93 +178,70 @@ def resolve_perception(name: str, dataset_root: str | Path) -> str:
     return f"oracle:{Path(dataset_root).resolve()}" if name == "oracle" else name
 
 
-def _replay_job(history: History, store: str, config: MemoryConfig, budget: ReaderBudget | None, length: str,
-                guard: tuple[str, ...], judge: str | None, perception: str | None = None,
-                questions_file: str | None = None, variants: tuple = ()) -> list[HistoryResult]:
+def load_models(config: MemoryConfig):
+    """The models a config names, loaded once per process (``_models``): the harness's own, for measuring, and
+    in each method process that method's own (``c3m.eval.sandbox``)."""
+    return _models(config.text_embedder, config.token_counter, config.answerer, config.perception,
+                   config.image_embedder)
+
+
+def _run_job(history: History, store: str, config: MemoryConfig, budget: ReaderBudget | None, length: str,
+             guard: tuple[str, ...], judge: str | None, variants: tuple, answer: bool, threads: int,
+             route_pool: int) -> list[HistoryResult]:
+    """One method on one history: its own process writes and reads (``replay_history``); scored here."""
     shutil.rmtree(store, ignore_errors=True)  # unfinished before: start this history from scratch
     config = replace(config, perception=resolve_perception(config.perception, guard[0]))
-    models = _models(config.text_embedder, config.token_counter, config.answerer, config.perception,
-                     config.image_embedder)
-    out = replay_history(history, store, config=config, models=models, budget=budget, length=length,
-                         guard_paths=guard, judge=_judge(judge),
-                         questions_file=questions_file, variants=variants, gold=lambda: _hidden_gold(guard[0]))
+    out = replay_history(history, store, config=config, models=load_models(config), budget=budget, length=length,
+                         guard_paths=guard, judge=_judge(judge), variants=variants, answer=answer, threads=threads,
+                         route_pool=route_pool, gold=lambda: _hidden_gold(guard[0]))
     return out if isinstance(out, list) else [out]
-
-
-def _history_job(runs: list[tuple]) -> list[HistoryResult]:
-    """Every pending method on one history, one after the other in one process: the methods share the process's
-    embedding memo (the same texts, the same vectors). The history's turns are embedded first, session by session
-    (``_shared_embeddings``), so that no method's write time carries the embeddings every method reads."""
-    seconds = _shared_embeddings(runs[0]) if runs else 0.0
-    out = [r for args in runs for r in _replay_job(*args)]
-    for r in out:
-        r.shared_embed_seconds = seconds
-    return out
-
-
-def _shared_embeddings(args: tuple) -> float:
-    """Embed a history's turn texts into the worker's memo, one batch per session exactly as a method's ``prepare``
-    sends them (the same texts in the same order: the same vectors bit for bit), and return the seconds it took.
-    With a perception backend the embedded texts carry captions, which only the replay computes: skipped."""
-    import time
-
-    history, config = args[0], args[2]
-    if config.perception not in (None, "none"):
-        return 0.0
-    from ..methods.base import session_embedding_texts
-
-    models = _models(config.text_embedder, config.token_counter, config.answerer, "none", config.image_embedder)
-    t0 = time.perf_counter()
-    for session in history.sessions:  # what each turn's Raw Node is embedded as, without captions
-        models.text_embedder.embed(list(dict.fromkeys(session_embedding_texts(session))))
-    return time.perf_counter() - t0
 
 
 def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *, config: MemoryConfig | None = None,
              budget: ReaderBudget | None = None, workers: int = 1, progress: bool = True,
-             limit: int | None = None, judge: str | None = None,
-             perception: str | None = None) -> dict[str, dict[str, list[HistoryResult]]]:
+             limit: int | None = None, judge: str | None = None, perception: str | None = None,
+             answer: bool = True, route_pool: int = ROUTE_POOL) -> dict[str, dict[str, list[HistoryResult]]]:
     """Replay every history of every dataset through every method; returns {method: {length: results}}.
 
-    Each history's questions go to the harness's own file under ``OUT/questions/`` and the job gets a
-    question-free history: while a method writes, the questions are neither in its process nor openable
-    (the dataset folder and the question files are guarded, see ``replay``).
+    Each (method, history) runs in a process of its own that is handed one session at a time and then the
+    questions' texts, and never the answers, the evidence or another method's models (``c3m.eval.sandbox``); it
+    cannot reach the dataset folder or ``out`` beyond its own store (``c3m.eval.guard``). This process keeps the
+    gold and scores what comes back. ``workers`` method processes run at once (each with its share of the cores).
 
-    With ``judge`` (``em``, ``f1``, ``api``) the configured answerer also answers each question and the
-    judge scores it (``judged_acc``). ``perception`` (``none``, ``oracle`` = the replayed dataset's hidden scene
-    graphs, ``scene-encoder``, ``local:PATH``, ``api``) overrides ``config.perception``: the write path's
-    perception backend for every method (captions, visual anchors, grounded crops as derived records), whose
-    captions a text-only answerer also reads for context images that carry none (charged)."""
+    ``answer`` (default): the configured answerer answers every question in the method's process, scored here
+    (token F1, exact match, selective accuracy, refusals, mark errors); ``answer=False`` skips it for speed.
+    With ``judge`` (``em``, ``f1``, ``api``) the judge also scores each answer (``judged_acc``). ``perception``
+    (``none``, ``oracle`` = the replayed dataset's hidden scene graphs, ``scene-encoder``, ``local:PATH``,
+    ``api``) overrides ``config.perception``: the write path's perception backend for every method (captions,
+    visual anchors, grounded crops as derived records), whose captions a text-only answerer also reads for
+    context images that carry none (charged). ``route_pool``: Route-Hit counts the first this many pool ids."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from tqdm import tqdm
 
     from ..dataset import load_dataset
 
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     config = config or MemoryConfig()
     if perception is not None:
         config = replace(config, perception=perception)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     suffix = f".rank{rank}" if world > 1 else ""
+    threads = max(1, (os.cpu_count() or 1) // max(1, workers))
     everything: dict[str, dict[str, list[HistoryResult]]] = {}
-    jobs: dict[tuple[str, str], list] = {}  # (length, history) -> every pending method's run
+    jobs: list[tuple[list, tuple]] = []  # (result tags, _run_job arguments)
     for ds in map(Path, datasets):
         histories = load_dataset(ds)[:limit]
         length = dataset_length(ds if ds.is_dir() else ds.parent, histories)
         root = (ds if ds.is_dir() else ds.parent).resolve()
-        qdir = (out / "questions" / _safe(length)).resolve()
-        guard = (str(root), str(qdir))
-        blind = []
-        for h in histories:
-            qfile = qdir / f"{_safe(h.id)}.json"
-            save_questions(h.questions, qfile)
-            blind.append((replace(h, questions=()), str(qfile)))
-        del histories  # the questions now live only in the guarded files
+        guard = (str(root), str(out.resolve()))
         pending: dict[str, list[str]] = {}  # spec -> histories it still needs
         for method in methods:
             res_file = out / "results" / _safe(method) / f"{_safe(length)}{suffix}.jsonl"
             done = {r.history: r for r in _read_results(res_file)}
             everything.setdefault(method, {}).setdefault(length, []).extend(done.values())
-            pending[method] = [h.id for i, (h, _) in enumerate(blind) if i % world == rank and h.id not in done]
+            pending[method] = [h.id for i, h in enumerate(histories) if i % world == rank and h.id not in done]
         riders = _read_only_variants(methods)  # spec -> base spec whose write replay it shares
         for method in methods:
             if method in riders and set(pending[method]) <= set(pending[riders[method]]):
@@ -272,17 +250,16 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
             cfg = replace(config, method=name, method_options={**config.method_options, **options})
             res_file = out / "results" / _safe(method) / f"{_safe(length)}{suffix}.jsonl"
             mine = [s for s, base in riders.items() if base == method and set(pending[s]) <= set(pending[method])]
-            for h, qfile in blind:
+            for h in histories:
                 if h.id in pending[method]:
                     store = out / "stores" / _safe(method) / _safe(length) / _safe(h.id)
                     variants = tuple((s, method_spec(s)[1]) for s in mine if h.id in pending[s])
                     tags = [(res_file, method, length)] + [
                         (out / "results" / _safe(s) / f"{_safe(length)}{suffix}.jsonl", s, length)
                         for s, _ in variants]
-                    jobs.setdefault((length, h.id), []).append(
-                        (tags, (h, str(store), cfg, budget, length, guard, judge, perception, qfile, variants)))
-    bar = tqdm(total=sum(len(t) for runs in jobs.values() for t, _ in runs), desc="eval", unit="history",
-               disable=not progress)
+                    jobs.append((tags, (h, str(store), cfg, budget, length, guard, judge, variants, answer, threads,
+                                        route_pool)))
+    bar = tqdm(total=sum(len(t) for t, _ in jobs), desc="eval", unit="history", disable=not progress)
 
     def record(tags, results):
         for (res_file, method, length), result in zip(tags, results):
@@ -291,21 +268,12 @@ def run_eval(datasets: list[str | Path], methods: list[str], out: str | Path, *,
             everything[method][length].append(result)
             bar.update(1)
 
-    batches = [([tag for t, _ in runs for tag in t], [a for _, a in runs]) for runs in jobs.values()]
     if workers <= 1:
-        for tags, runs in batches:
-            record(tags, _history_job(runs))
+        for tags, args in jobs:
+            record(tags, _run_job(*args))
     else:
-        threads = max(1, (os.cpu_count() or 1) // workers)
-        # forkserver, not fork: a parent that already ran a numba parallel kernel holds GNU OpenMP threads, and a
-        # forked child of it aborts ("fork() called from a process already using GNU OpenMP")
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
-                                          else "spawn")
-        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(threads,),
-                                 mp_context=ctx) as pool:
-            futures = {pool.submit(_history_job, runs): tags for tags, runs in batches}
+        with ThreadPoolExecutor(max_workers=workers) as pool:  # each job's work is in its own method process
+            futures = {pool.submit(_run_job, *args): tags for tags, args in jobs}
             for fut in as_completed(futures):
                 record(futures[fut], fut.result())
     bar.close()

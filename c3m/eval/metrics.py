@@ -4,10 +4,11 @@ Every number is the harness's own measurement (``c3m.budget``), never the method
 shows is read from the stored Raw Node it resolves to, never from the item's own provenance:
 
 - **Route-Hit**: 1 iff some gold evidence turn is in the **candidate pool the method handed to its final
-  selection** (``RouteTrace.pool``, united with the selected items), one definition for every method, counting
-  only pool ids that are stored, unredacted nodes of the namespace (and reachable from the served snapshot for a
-  method that does not search the Cold Store: ``Measured.pool``); the pool's size is reported beside it
-  (``pool_size``) so "route everything" is visible.
+  selection**: the first ``ROUTE_POOL`` (48, c3m's reader pool) ids of ``RouteTrace.pool`` in the trace's order,
+  united with the selected items, one definition for every method, counting only pool ids that are stored,
+  unredacted nodes of the namespace (and reachable from the served snapshot for a method that does not search
+  the Cold Store: ``Measured.pool``). A trace that lists every stored node gains nothing past its first 48; the
+  pool's full size is still reported beside it (``pool_size``).
 - **Support Recall**: share of gold evidence turns present in the final context: shown raw (text or image) or
   as a view of their own image (caption, grounded crop) that matches a derived record the store holds. A
   summary is not evidence of a turn (it compresses several), so a summary item alone does not count.
@@ -29,8 +30,19 @@ shows is read from the stored Raw Node it resolves to, never from the item's own
   as a VLM would see it). Unlike Support Recall it credits derived text that states the detail (a fact
   store, per-session summaries) and refuses a caption or summary that lost it. AR questions without
   support items have none (None).
-- **judged accuracy** (only with ``--judge``): the configured answerer answers from the context and the
-  judge scores it; reported beside, never merged with, oracle-reader.
+- **answers** (always, unless ``--no-answer``): the configured answerer answers every question from the context
+  as it read it, in the method's process; here its answer is scored against the gold with the SQuAD/LoCoMo
+  normalisation: ``answer_f1`` (token F1) and ``answer_em`` (exact match) of the answer's ``span`` (its ``text``
+  when it names none); a declined answer (``Answer.declined``, or a refusal by the judge's lexicon for an answerer
+  that does not say) scores 0 on both outside AR. ``answer_correct``: the judge's verdict with ``--judge``, else
+  token F1 >= 0.5 — and on AR, declining. From these the report gives **selective accuracy** (``coverage`` =
+  share of answerable questions answered rather than declined, ``precision`` = share correct among those
+  answered), **refusals** (``refusal recall`` on AR, and on every question whose gold evidence is not all in the
+  context — "should decline"; ``refusal precision`` = share of declines that should have declined), the share of
+  answerable questions with all their evidence in the context that were **declined anyway**, and **mark errors**
+  (a KU question whose gold evidence turn the answerer read marked ``superseded``).
+- **judged accuracy** (only with ``--judge``): the judge scores the answer; reported beside, never merged with,
+  oracle-reader.
 - **violation**: the measured context was over the reader budget on some dimension, or showed evidence that
   is not a stored Raw Node of the namespace. It scores 0 on every metric and is counted in the report.
 - **read amplification**: ``nodes_read`` = Raw Nodes the read path fetched from the Cold Store (measured
@@ -46,7 +58,7 @@ difference between two methods resamples the *same* histories for both (``paired
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -55,9 +67,13 @@ from ..budget import INDEX_DIMENSIONS, Measured
 from ..types import Context, EvidenceForm, Question, node_id_for
 
 METRICS = ("route_hit", "support_recall", "raw_support_recall", "oracle_reader_acc", "evidence_acc", "judged_acc",
+           "answer_f1", "answer_em", "answer_correct", "answered", "precision_answered", "refused_should",
+           "declined_with_evidence", "mark_error",
            "text_tokens", "image_tokens",
            "context_tokens", "images",
            "raw_nodes_read", "read_ms", "pool_size", "nodes_read", "scored", "violation_rate")
+#: Route-Hit counts the first this many ids of a trace's pool (c3m's reader pool, ``PipelineConfig.pool``)
+ROUTE_POOL = 48
 #: categories whose retrieval metrics make up "overall" (AR is reported on its own row)
 RETRIEVAL_CATEGORIES = ("IE", "MSR", "TR", "KU")
 _QUESTION_WORDS = {"name", "called", "colour", "color", "kind", "type", "many", "much", "long", "old", "ever", "tell"}
@@ -85,6 +101,39 @@ class QuestionResult:
     image_tokens: int = 0            # the shown images under the image-token model (crops cheaper)
     raw_support_recall: float | None = None  # gold turns shown raw (text or original image) only
     evidence_acc: float | None = None  # evidence-check-v1: every support detail visible in some shown form
+    answer_f1: float | None = None     # token F1 of the answer's span (text) against the gold answer; None outside
+    answer_em: float | None = None     # exact match, the same normalisation
+    answer_correct: float | None = None  # judge's verdict, else F1 >= 0.5; on AR: declined
+    declined: bool | None = None       # the answerer declined ("not in memory" / "not sure")
+    answer_confidence: float | None = None
+    mark_error: float | None = None    # KU only: a gold evidence turn read marked superseded
+
+    @property
+    def answered(self) -> float | None:
+        """1 answered / 0 declined, on answerable questions (coverage)."""
+        return None if self.declined is None or self.category == "AR" else float(not self.declined)
+
+    @property
+    def precision_answered(self) -> float | None:
+        """Correct among answered answerable questions (selective precision)."""
+        return None if self.declined is None or self.declined or self.category == "AR" else self.answer_correct
+
+    @property
+    def should_decline(self) -> bool:
+        """AR, or the gold evidence is not all in the context (forgotten, or never found)."""
+        return self.category == "AR" or self.oracle_reader_acc < 1.0
+
+    @property
+    def refused_should(self) -> float | None:
+        """On questions that should be declined: 1 declined (refusal recall)."""
+        return None if self.declined is None or not self.should_decline else float(self.declined)
+
+    @property
+    def declined_with_evidence(self) -> float | None:
+        """On answerable questions whose gold evidence is all in the context: 1 declined anyway."""
+        if self.declined is None or self.category == "AR" or self.oracle_reader_acc < 1.0:
+            return None
+        return float(self.declined)
 
     @property
     def context_tokens(self) -> int:
@@ -101,7 +150,7 @@ def _misleading(question: str, ctx: Context) -> bool:
 
 
 def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float, measured: Measured | None = None,
-                  nodes_read: int = 0) -> QuestionResult:
+                  nodes_read: int = 0, *, route_pool: int | None = ROUTE_POOL) -> QuestionResult:
     """Score one context from the harness's measurement (``measured``: every item resolved against the store by
     the caller, ``c3m.budget.measure_context``). Raw-Node ids are deterministic in (namespace, session, turn), so
     gold turns map to node ids. Without ``measured`` (a caller with no store: unit tests of the rules) the items'
@@ -116,6 +165,9 @@ def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float
         raw = {(i.provenance.session_id, i.provenance.turn_index) for i in ctx.items
                if i.form in (EvidenceForm.RAW_TEXT, EvidenceForm.RAW_IMAGE)}
         pool = set(ctx.trace.pool) | {i.node_id for i in ctx.items}
+    size = len(pool)
+    if route_pool is not None:  # the first route_pool ids of the trace, in its order, plus the selected items
+        pool &= set(tuple(ctx.trace.pool)[:route_pool]) | {i.node_id for i in ctx.items}
     gold = {(e.session, e.turn) for e in q.evidence}
     if gold:
         route_hit = float(any(node_id_for(namespace, s, t) in pool for s, t in gold))
@@ -129,10 +181,44 @@ def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float
         zero = lambda v: 0.0 if v is not None else None  # noqa: E731
         route_hit, recall, raw_recall, oracle = zero(route_hit), zero(recall), zero(raw_recall), 0.0
     return QuestionResult(namespace, q.id, q.category, route_hit, recall, oracle, use.text_tokens, use.images,
-                          use.raw_nodes, round(read_seconds * 1000, 3), pool_size=len(pool), nodes_read=nodes_read,
+                          use.raw_nodes, round(read_seconds * 1000, 3), pool_size=size, nodes_read=nodes_read,
                           scored=int(ctx.trace.scored), violation=violation, pages=use.pages,
                           image_tokens=measured.image_tokens if measured is not None else 0,
                           raw_support_recall=raw_recall)
+
+
+def score_answer(scored: QuestionResult, q: Question, answer, judge=None) -> QuestionResult:
+    """``scored`` with the answer's metrics (module docstring): ``answer`` carries ``text``, ``declined``, ``span``,
+    ``confidence`` (``c3m.eval.sandbox.AnswerRecord``). A context that violated the budget scores 0."""
+    from ..models.judge import exact_match, is_refusal, token_f1
+
+    declined = bool(answer.declined) or is_refusal(answer.text)
+    said = answer.span if answer.span else answer.text
+    if q.category == "AR":
+        f1 = em = None
+        correct = float(declined)
+    else:
+        f1 = 0.0 if declined else token_f1(q.answer, said)
+        em = 0.0 if declined else float(exact_match(q.answer, said))
+        correct = float(f1 >= 0.5)
+    judged = None
+    if judge is not None:
+        judged = float(judge.judge(q.question, q.answer, answer.text, q.category).correct)
+        correct = judged
+    if scored.violation:
+        f1, em, correct, judged = (None if f1 is None else 0.0), (None if em is None else 0.0), 0.0, \
+            (None if judged is None else 0.0)
+    return replace(scored, prediction=answer.text, answer_f1=f1, answer_em=em, answer_correct=correct,
+                   judged_acc=judged, declined=declined, answer_confidence=answer.confidence)
+
+
+def mark_errors(namespace: str, q: Question, read: Context) -> float | None:
+    """KU only: 1 when a gold evidence turn is in what the answerer read marked ``superseded`` (the latest state
+    shown as outdated), else 0."""
+    if q.category != "KU" or not q.evidence:
+        return None
+    gold = {node_id_for(namespace, e.session, e.turn) for e in q.evidence}
+    return float(any(i.status == "superseded" and i.node_id in gold for i in read.items))
 
 
 def bootstrap_ci(values_by_cluster: list[list[float]], *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:

@@ -1,19 +1,27 @@
 """Chronological replay of one history (C3M §3.1), with query-blindness enforced and budgets measured.
 
-**Query-blindness.** The write phase hands the method one ``Session`` at a time (through
-``Memory.add_session``), its images already read into bytes by the harness. The history's questions are
-not in the process during the write phase when the harness runs it (``run_eval`` hands over a question-free
-history and a guarded question file that is read only after the last session). While a session is written,
-an audit hook refuses any attempt to open a guarded path — the whole dataset folder (questions, answers,
-later sessions, hidden sidecars, images) and the question files — so a method that tries fails the run with
-``QueryBlindnessViolation``. Then every question is asked once, through ``retrieve`` only.
+**Two processes.** The method runs in a process of its own (``c3m.eval.sandbox``), spawned for this history:
+it is handed one ``Session`` at a time (images already read into bytes by the harness), then the questions'
+*texts*, and it sends back the contexts it served (and its answerer's answers). This process — the harness —
+holds the questions' answers, gold evidence and hidden gold, and scores what came back. So the gold is never
+in the method's process, nor is a later session while it writes, nor another method's models or memo. In the
+method process a tripwire (``c3m.eval.guard``) refuses, for its whole life and on every thread, any way out to
+the dataset folder, the output folder (its own store excepted), other processes, programs, sockets and libc;
+a method that tries fails the run with ``QueryBlindnessViolation``.
 
-**Budgets.** After every committed session the active index is measured from its snapshot
-(``c3m.budget.measure_index``); a bounded method over its write budget is a recorded write violation, and
-the peak per history is reported. Every context is measured from its items (``measure_context``), each item
-resolved against the store, its derived records and the served snapshot: over the reader budget, or an item
-that is not what it claims, is a recorded violation that scores 0. Perception captions shown to a text-only
-answerer are separate CAPTION items and are charged as text tokens.
+**Budgets, measured here.** After the writes, every committed snapshot is read from the store by the harness
+and the active index measured from it (``c3m.budget.measure_index``, charged by what the snapshot *reaches*,
+``c3m.index.reach``); a bounded method over its write budget is a recorded write violation, and the peak per
+history is reported. Every context is measured from its items (``measure_context``), each item resolved against
+the store, its derived records and the served snapshot: over the reader budget, or an item that is not what it
+claims, is a recorded violation that scores 0. Perception captions shown to a text-only answerer are separate
+CAPTION items and are charged as text tokens.
+
+**Declarations are fixed when the method is built.** ``bounded`` and ``searches_cold_store`` are read from the
+instance the moment it is constructed (before any write), and read again from the reloaded instance and after
+the reads: a method whose declaration changed has every question voided, and the reads are measured under the
+built-time declaration (a method that does not declare a Cold-Store search may show only what its snapshot
+reaches).
 
 **Reads from the snapshot alone.** Before the read phase the method is reloaded from its last committed
 snapshot into a fresh instance (``Memory.fresh_method``), and every question is read — and scored — from that
@@ -24,70 +32,25 @@ hold.
 """
 from __future__ import annotations
 
-import json
 import re
-import sys
-import threading
-import time
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
-from ..budget import measure_index
+from ..budget import measure_context, measure_index
 from ..config import MemoryConfig
-from ..errors import C3MError
+from ..index.reach import EMPTY, snapshot_view
 from ..models import Models
-from ..read.answer_view import answer_view
-from ..store.cold import NAMESPACE_RE
-from ..types import EvidenceForm, EvidenceRef, History, Question, ReaderBudget, Session
-from .metrics import QuestionResult, score_context
+from ..store.cold import NAMESPACE_RE, ColdStore
+from ..types import EvidenceForm, History, ReaderBudget, Session
+from .guard import QueryBlindnessViolation
+from .metrics import ROUTE_POOL, QuestionResult, mark_errors, score_answer, score_context
+from .sandbox import Job, MethodProcess, MethodProcessError, method_module
 
 #: questions per history also asked of the live (never reloaded) instance, to report a method whose reads
 #: change after the reload (None: every question)
 RELOAD_CHECK: int | None = None
-
-
-class QueryBlindnessViolation(C3MError):
-    """A memory method tried to read the dataset (questions, answers, future sessions) at write time."""
-
-
-class _WriteGuard:
-    """Process-wide audit hook, armed per thread only during a write phase (hooks cannot be removed)."""
-
-    _installed = False
-    _local = threading.local()
-
-    @classmethod
-    def install(cls) -> None:
-        if not cls._installed:
-            sys.addaudithook(cls._hook)
-            cls._installed = True
-
-    @classmethod
-    def _hook(cls, event: str, args: tuple) -> None:
-        guarded = getattr(cls._local, "guarded", None)
-        if not guarded or event != "open" or not args or not isinstance(args[0], (str, bytes, Path)):
-            return
-        try:
-            target = Path(args[0] if not isinstance(args[0], bytes) else args[0].decode()).resolve()
-        except (OSError, ValueError):
-            return
-        if any(target == g or g in target.parents for g in guarded):
-            raise QueryBlindnessViolation(
-                f"the write path opened {target} during replay; methods may only see the sessions they are handed",
-                fix="build the index from observe()'s Raw Nodes only (no dataset, question or answer access)")
-
-    def __init__(self, paths):
-        self.paths = [Path(p).resolve() for p in paths if p is not None]
-
-    def __enter__(self):
-        self.install()
-        self._local.guarded = self.paths
-        return self
-
-    def __exit__(self, *exc):
-        self._local.guarded = None
 
 
 @dataclass
@@ -137,128 +100,166 @@ def materialise_images(session: Session) -> Session:
     return replace(session, turns=turns)
 
 
-def save_questions(questions, path: str | Path) -> None:
-    """Write a history's questions to the harness's own (guarded) question file, atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [{"id": q.id, "question": q.question, "answer": q.answer, "category": q.category,
-             "time": q.time.isoformat() if q.time else None,
-             "evidence": [[e.session, e.turn] for e in q.evidence]} for q in questions]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(rows), encoding="utf-8")
-    tmp.replace(path)
-
-
-def load_questions(path: str | Path) -> tuple[Question, ...]:
-    rows = json.loads(Path(path).read_text(encoding="utf-8"))
-    return tuple(Question(r["id"], r["question"], r["answer"], r["category"],
-                          datetime.fromisoformat(r["time"]) if r["time"] else None,
-                          tuple(EvidenceRef(s, t) for s, t in r["evidence"])) for r in rows)
-
-
 def replay_history(history: History, store: str | Path, *, config: MemoryConfig, models: Models | None = None,
                    budget: ReaderBudget | None = None, length: str = "?", guard_paths=(),
-                   judge=None, questions_file: str | Path | None = None,
-                   variants: Sequence[tuple[str, dict]] = (), gold=None) -> HistoryResult | list[HistoryResult]:
-    """Write every session (questions hidden), then ask every question; returns the measurements.
+                   judge=None, variants: Sequence[tuple[str, dict]] = (), gold=None, answer: bool = True,
+                   threads: int = 1, route_pool: int = ROUTE_POOL) -> HistoryResult | list[HistoryResult]:
+    """Write every session in the method's own process, then ask every question there; score here (module
+    docstring). Returns the measurements.
 
-    The questions are ``history.questions``, or (as the harness runs it, so that they are not in memory during
-    the write phase) read from ``questions_file`` after the last session was written.
+    ``models``: the harness's own models (token counter, perception backend's name) for measuring; loaded from
+    ``config`` when None. ``guard_paths``: folders the method process may not reach (the dataset's and the output
+    folder; its own ``store`` stays allowed). ``answer``: the configured answerer answers every question (token F1,
+    exact match, selective accuracy, refusals); ``judge`` also scores the answers (``judged_acc``).
 
     ``variants``: (spec, options) pairs of *read-only* options of the same method (``MemoryMethod.read_options``);
     each is asked every question on the same committed index — one write replay for a whole ablation table —
     and gets its own HistoryResult (then a list is returned, the main result first).
 
     ``gold``: a callable returning the dataset's ``HiddenGold`` (or None), called only after the last session
-    was written (the support items hold the questions' details); with it every context also gets the evidence
-    check (``evidence_acc``)."""
-    from ..memory import Memory
+    was written; with it every context also gets the evidence check (``evidence_acc``)."""
+    from .harness import load_models
 
-    sessions, questions = history.sessions, history.questions  # split before the write phase starts
+    sessions, questions = history.sessions, history.questions
     result = HistoryResult(history.id, config.method, length)
     namespace = namespace_for(history.id)
-    with Memory(store, namespace, config=config, models=models) as mem:
-        count = mem.models.token_counter.count
-        result.bounded = bool(type(mem.method).bounded)
-        peak = [0, 0, 0, 0]
+    models = models or load_models(config)
+    budget = budget or config.reader_budget
+    job = Job(str(Path(store).resolve()), namespace, config, method_module(config.method),
+              tuple(str(p) for p in guard_paths if p is not None), threads, tuple(variants), answer, RELOAD_CHECK)
+    with MethodProcess(job) as proc:
+        declared = proc.declared
+        result.bounded = declared["bounded"]
         for session in sessions:
-            session = materialise_images(session)  # the harness reads the images; the guard then covers them
-            with _WriteGuard(guard_paths):
-                t0 = time.perf_counter()
-                added = mem.add_session(session)
-                result.write_seconds.append(time.perf_counter() - t0)
-            snap = mem.snapshot(added.seq)
-            use = measure_index(snap.state, count, pointers=len(snap.pointers)) if snap is not None else None
-            if use is not None:
-                peak = [max(a, b) for a, b in zip(peak, use.as_tuple())]
-                over = use.over(mem.config.write_budget) if result.bounded else ()
-                if over:
-                    result.write_violations.append({"session": session.id, "over": list(over),
-                                                    "use": list(use.as_tuple())})
-        result.index_peak = peak
-        stats = mem.stats()
-        result.raw_nodes, result.pointers = stats["raw_nodes"], stats["pointers"]
-        result.overflow_repairs = sum(1 for m in mem.store.maintenance_log(mem.namespace, mem.method_name)
-                                      if m["action"] == "overflow_repair" and not m["detail"].get("replay"))
-        if questions_file is not None:
-            questions = load_questions(questions_file)
-        budget = budget or mem.config.reader_budget
-        check = _evidence_checker(gold() if gold is not None else None, history.id, mem)
-        result.store_problems = _write_phase_problems(mem, sessions)
-        written = _store_state(mem)
-        live, mem.method = mem.method, mem.fresh_method()  # reads see the snapshot and the Cold Store only
-        result.searches_cold_store = bool(mem.method.searches_cold_store)
-        cold_bytes = _cold_search_bytes(mem)
-        result.cold_search_bytes = cold_bytes if result.searches_cold_store else 0
-        served: list = []
-        result.questions = _ask(mem, namespace, questions, budget, judge, check, keep=served)
-        result.reload_checked, result.reload_changed, result.reload_example = _reload_check(
-            live, questions, served, budget)
-        if _store_state(mem) != written:
-            result.store_problems.append("the store changed during the read phase (sessions, Raw Nodes, derived "
-                                         "records or the served snapshot)")
-        if result.store_problems:
-            result.questions = [_void(q, result.store_problems[0]) for q in result.questions]
-        extra = []
-        state = mem.snapshot(mem.version).state if mem.version else None
-        for spec, options in variants:  # read-only variants: the same committed snapshot, another reader
-            variant = type(mem.method)(mem.store, mem.namespace, mem.models, write_budget=mem.config.write_budget,
-                                       options={**config.method_options, **options})
-            variant.device = mem.method.device
-            if state is not None:
-                variant.load_state(state)
-            main, mem.method = mem.method, variant
-            extra.append(replace(result, method=spec, searches_cold_store=bool(variant.searches_cold_store),
-                                 cold_search_bytes=cold_bytes if variant.searches_cold_store else 0,
-                                 questions=_ask(mem, namespace, questions, budget, judge, check),
-                                 reload_checked=0, reload_changed=0, reload_example=None,
-                                 store_problems=list(result.store_problems)))
-            mem.method = main
+            wrote = proc.call("session", materialise_images(session))
+            result.write_seconds.append(wrote["seconds"])
+            result.shared_embed_seconds += wrote["embed_seconds"]
+        cold = ColdStore(job.store, create=False)
+        try:
+            key = declared["snapshot_key"]
+            view = _measure_writes(result, cold, namespace, key, models, config)
+            result.store_problems = _write_phase_problems(cold, namespace, models, sessions)
+            written = _store_state(cold, namespace, key)
+            reply = proc.call("ask", [(q.id, q.question) for q in questions], budget)
+            result.reload_checked, result.reload_changed, result.reload_example = reply["reload"]
+            fixed = {k: declared[k] for k in ("bounded", "searches_cold_store")}
+            for when in ("declared_fresh", "declared_after"):
+                if reply[when] != fixed:
+                    result.store_problems.append(
+                        f"the method's declaration changed after it was built ({fixed} -> {reply[when]}): labels "
+                        "are fixed when a method is constructed")
+            if _store_state(cold, namespace, key) != written:
+                result.store_problems.append("the store changed during the read phase (sessions, Raw Nodes, derived "
+                                             "records or the served snapshot)")
+            result.searches_cold_store = fixed["searches_cold_store"]
+            cold_bytes = _cold_search_bytes(cold, namespace, models)
+            result.cold_search_bytes = cold_bytes if result.searches_cold_store else 0
+            score = partial(_score, cold=cold, namespace=namespace, questions=questions, budget=budget, view=view,
+                            models=models, config=config, judge=judge, route_pool=route_pool,
+                            check=_evidence_checker(gold() if gold is not None else None, history.id, cold))
+            result.questions = score(reply["main"], searches_cold_store=result.searches_cold_store)
+            if result.store_problems:
+                result.questions = [_void(q, result.store_problems[0]) for q in result.questions]
+            extra = []
+            for v in reply["variants"]:
+                problems = list(result.store_problems)
+                if v["searches_cold_store_after"] != v["searches_cold_store"]:
+                    problems.append("the variant's declaration changed after it was built")
+                qs = score(v, searches_cold_store=v["searches_cold_store"])
+                if problems:
+                    qs = [_void(q, problems[0]) for q in qs]
+                extra.append(replace(result, method=v["spec"], searches_cold_store=v["searches_cold_store"],
+                                     cold_search_bytes=cold_bytes if v["searches_cold_store"] else 0, questions=qs,
+                                     reload_checked=0, reload_changed=0, reload_example=None,
+                                     store_problems=problems))
+        finally:
+            cold.close()
     return [result, *extra] if variants else result
 
 
-def _cold_search_bytes(mem) -> int:
+def _measure_writes(result: HistoryResult, cold: ColdStore, namespace: str, key: str, models: Models,
+                    config: MemoryConfig):
+    """Every committed snapshot measured from the store (write violations, the peak), Raw Nodes and the pointers
+    the last snapshot reaches, overflow repairs from the maintenance log; returns the served snapshot's view."""
+    count = models.token_counter.count
+    peak, view = [0, 0, 0, 0], EMPTY
+    for version in cold.snapshot_versions(namespace, key):
+        snap = cold.snapshot(namespace, key, version)
+        if snap is None:
+            continue
+        view = snapshot_view(snap.state, snap.pointers, namespace)
+        reach = len(view.reachable) if isinstance(snap.state, dict) else 0
+        use = measure_index(snap.state if isinstance(snap.state, dict) else {}, count, pointers=len(snap.pointers),
+                            reach=reach)
+        peak = [max(a, b) for a, b in zip(peak, use.as_tuple())]
+        over = use.over(config.write_budget) if result.bounded else ()
+        if over:
+            result.write_violations.append({"session": snap.session_id, "over": list(over),
+                                            "use": list(use.as_tuple())})
+    result.index_peak = peak
+    result.raw_nodes = cold.namespace_stats(namespace)["raw_nodes"]
+    result.pointers = len(view.reachable)
+    result.overflow_repairs = sum(1 for m in cold.maintenance_log(namespace, key)
+                                  if m["action"] == "overflow_repair" and not m["detail"].get("replay"))
+    return view
+
+
+def _score(read: dict, *, searches_cold_store: bool, cold: ColdStore, namespace: str, questions, budget, view,
+           models: Models, config: MemoryConfig, judge, route_pool: int, check) -> list[QuestionResult]:
+    """Score one read phase's records against the gold, every context measured here, never trusted."""
+    p = models.perception  # the records a method may show: the configured backend's (any without one)
+    records = partial(cold.perceptions, backend=getattr(p, "name", None), version=getattr(p, "version", None))
+    out = []
+    for q, rec in zip(questions, read["records"]):
+        ctx = _untrusted_context(rec.context)
+        shown = _untrusted_context(rec.read)
+        measured = measure_context(shown, budget, cold.get_nodes, namespace, models.token_counter.count,
+                                   derived_blob=cold.derived_blob, perceptions=records, view=view,
+                                   searches_cold_store=searches_cold_store,
+                                   image_token_model=config.image_token_model)
+        scored = score_context(namespace, q, ctx, read["seconds"], measured, read["nodes_read"],
+                               route_pool=route_pool)
+        if check is not None:
+            scored = replace(scored, evidence_acc=0.0 if scored.violation else check(q, ctx))
+        if rec.answer is not None:
+            scored = replace(score_answer(scored, q, rec.answer, judge),
+                             mark_error=None if scored.violation else mark_errors(namespace, q, shown))
+        out.append(scored)
+    return out
+
+
+def _untrusted_context(ctx):
+    """A context from the method process, checked for shape before anything reads it."""
+    from ..types import Context
+
+    if not isinstance(ctx, Context):
+        raise MethodProcessError(f"the method process sent a {type(ctx).__name__}, not a Context",
+                                      fix="retrieve() must return a c3m.types.Context")
+    return ctx
+
+
+def _cold_search_bytes(cold: ColdStore, namespace: str, models: Models) -> int:
     """The size of what a Cold-Store search reads, measured on the store: the full-text index's text
     (``ColdStore.search_stats``) plus one float32 vector per Raw Node (the dense channel's keys). Not bounded by the
     write budget: reported beside the active index's size."""
-    stats = mem.store.search_stats(mem.namespace)
-    return int(stats["search_bytes"]) + stats["search_rows"] * 4 * mem.models.text_embedder.dim
+    stats = cold.search_stats(namespace)
+    return int(stats["search_bytes"]) + stats["search_rows"] * 4 * models.text_embedder.dim
 
 
-def _write_phase_problems(mem, sessions) -> list[str]:
-    """What the store holds that ``Memory.add_session`` did not write: other sessions or Raw Nodes than the
+def _write_phase_problems(cold: ColdStore, namespace: str, models: Models, sessions) -> list[str]:
+    """What the store holds that the harness's sessions did not put there: other sessions or Raw Nodes than the
     history's, or perception records of a backend other than the harness's (a method holds the store object;
     a caption record it wrote itself would otherwise verify)."""
     out = []
-    stats = mem.store.namespace_stats(mem.namespace)
+    stats = cold.namespace_stats(namespace)
     want = (len({s.id for s in sessions}), sum(len(s.turns) for s in sessions))
     if (stats["sessions"], stats["raw_nodes"]) != want:
         out.append(f"the store holds {stats['sessions']} sessions and {stats['raw_nodes']} Raw Nodes; the harness "
                    f"wrote {want[0]} and {want[1]}")
     if stats["derived_records"]:
-        p = mem.models.perception
-        ids = [n.node_id for n in mem.store.iter_nodes(mem.namespace) if n.images]
-        foreign = [r for recs in mem.store.perceptions(ids).values() for r in recs
+        p = models.perception
+        ids = [n.node_id for n in cold.iter_nodes(namespace) if n.images]
+        foreign = [r for recs in cold.perceptions(ids).values() for r in recs
                    if p is None or (r.backend, r.version) != (p.name, p.version)]
         if foreign:
             out.append(f"{len(foreign)} perception records of backend {foreign[0].backend!r} that the harness's "
@@ -266,11 +267,11 @@ def _write_phase_problems(mem, sessions) -> list[str]:
     return out
 
 
-def _store_state(mem) -> tuple:
+def _store_state(cold: ColdStore, namespace: str, key: str) -> tuple:
     """What the read phase must leave as the write phase left it: the namespace's counts and its latest snapshot."""
-    snap = mem.snapshot(mem.version) if mem.version else None
-    return (mem.store.namespace_stats(mem.namespace), mem.store.latest_snapshot_version(mem.namespace, mem.method_name),
-            None if snap is None else (snap.state, snap.pointers))
+    version = cold.latest_snapshot_version(namespace, key)
+    snap = cold.snapshot(namespace, key, version) if version else None
+    return (cold.namespace_stats(namespace), version, None if snap is None else (snap.state, snap.pointers))
 
 
 def _void(q: QuestionResult, why: str) -> QuestionResult:
@@ -278,36 +279,17 @@ def _void(q: QuestionResult, why: str) -> QuestionResult:
     zero = lambda v: None if v is None else 0.0  # noqa: E731
     return replace(q, violation=why, route_hit=zero(q.route_hit), support_recall=zero(q.support_recall),
                    raw_support_recall=zero(q.raw_support_recall), oracle_reader_acc=0.0,
-                   evidence_acc=zero(q.evidence_acc), judged_acc=zero(q.judged_acc))
+                   evidence_acc=zero(q.evidence_acc), judged_acc=zero(q.judged_acc),
+                   answer_f1=zero(q.answer_f1), answer_em=zero(q.answer_em))
 
 
-def _reading(ctx) -> tuple:
+def reading(ctx) -> tuple:
     """What a context shows and what it charges, for comparing two reads of one question."""
     return (tuple((i.node_id, i.form.value, i.text, tuple(im.sha256 for im in i.images), i.covers)
                   for i in ctx.items), tuple(p for p, _ in ctx.trace.pages), frozenset(ctx.trace.pool))
 
 
-def _reload_check(live, questions, served, budget: ReaderBudget) -> tuple[int, int, str | None]:
-    """(asked, changed, first change): the live instance (the one that did the writes, never reloaded) asked the
-    questions the reloaded one was scored on (up to ``RELOAD_CHECK``, evenly spread)."""
-    n = len(questions)
-    picks = list(range(n)) if RELOAD_CHECK is None or n <= RELOAD_CHECK else sorted(
-        {round(k * (n - 1) / max(1, RELOAD_CHECK - 1)) for k in range(RELOAD_CHECK)})
-    if not picks:
-        return 0, 0, None
-    again = type(live).retrieve_many([(live, questions[i].question, budget) for i in picks])
-    changed = [i for i, ctx in zip(picks, again) if _reading(ctx) != _reading(served[i])]
-    example = None
-    if changed:
-        i = changed[0]
-        a, b = _reading(served[i]), _reading(again[picks.index(i)])
-        what = [k for k, x, y in zip(("items", "pages", "pool"), a, b) if x != y]
-        example = (f"question {questions[i].id}: {', '.join(what)} differ ({len(b[0])} items live, "
-                   f"{len(a[0])} after the reload)")
-    return len(picks), len(changed), example
-
-
-def _evidence_checker(gold, history_id: str, mem):
+def _evidence_checker(gold, history_id: str, cold: ColdStore):
     """``check(question, context) -> evidence_acc | None`` for one history, or None without hidden gold. A
     context is checked as the method composed it (a raw image is read as a VLM sees it); grounded crops are
     resolved to their source image and box through the store's perception records."""
@@ -321,40 +303,10 @@ def _evidence_checker(gold, history_id: str, mem):
             return None
         crops = {}
         croppers = [i.node_id for i in ctx.items if i.form is EvidenceForm.GROUNDED_CROP]
-        for records in (mem.store.perceptions(croppers).values() if croppers else ()):
+        for records in (cold.perceptions(croppers).values() if croppers else ()):
             for r in records:
                 if r.crop is not None and r.crop_box is not None:
                     crops[r.crop.sha256] = (r.image.sha256, r.crop_box)
         return check_context(ctx, items, gold, crops, summary_scope="session").all
 
     return check
-
-
-def _ask(mem, namespace: str, questions, budget: ReaderBudget, judge, check=None,
-         keep: list | None = None) -> list[QuestionResult]:
-    """Every question once, through ``retrieve`` only — all of a history's questions in one batched read
-    (``Memory.retrieve_many``: the same contexts as one by one); each context measured by the harness, never
-    trusted. A question's read time and Cold-Store reads are its share of the batch (the batch's total divided
-    by its questions). ``keep``, when given, receives the contexts as the method returned them."""
-    out = []
-    reads = mem.store.nodes_read
-    t0 = time.perf_counter()
-    contexts = mem.retrieve_many([(mem.namespace, q.question) for q in questions], budget, check=False)
-    elapsed = (time.perf_counter() - t0) / max(1, len(questions))
-    reads = round((mem.store.nodes_read - reads) / max(1, len(questions)))
-    if keep is not None:
-        keep.extend(contexts)
-    for q, ctx in zip(questions, contexts):
-        read = answer_view(ctx, mem.method, mem.models.answerer) if judge is not None else ctx
-        scored = score_context(namespace, q, ctx, elapsed, mem.measure(read, budget), reads)
-        if check is not None:
-            scored = replace(scored, evidence_acc=0.0 if scored.violation else check(q, ctx))
-        if judge is not None:
-            correct, answer_text = 0.0, None
-            if scored.violation is None:
-                answer = mem.models.answerer.answer(q.question, read, image_loader=mem.store.image_bytes)
-                answer_text = answer.text
-                correct = float(judge.judge(q.question, q.answer, answer.text, q.category).correct)
-            scored = replace(scored, judged_acc=correct, prediction=answer_text)
-        out.append(scored)
-    return out
