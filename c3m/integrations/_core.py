@@ -51,17 +51,19 @@ class MemoryWorker:
     def __init__(self, memory: Memory | str | Path, namespace: str | None = None, *, config=None, models=None):
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="c3m-integration")
         self._ident = self._pool.submit(threading.get_ident).result()
+        # the root Memory is opened on a namespace known to be valid; ``namespace`` is checked when first used
+        # (``tenant``), so each adapter can raise its framework's error type
         if isinstance(memory, Memory):
             self.namespace = namespace or memory.namespace
             if memory.store.backend == "sqlite":
-                self.root = self._pool.submit(Memory, memory.store.path, self.namespace, config=memory.config,
+                self.root = self._pool.submit(Memory, memory.store.path, memory.namespace, config=memory.config,
                                               models=memory.models).result()
                 self._owned = True
             else:
                 self.root, self._owned = memory, False
         else:
             self.namespace = namespace or "default"
-            self.root = self._pool.submit(Memory, memory, self.namespace, config=config, models=models).result()
+            self.root = self._pool.submit(Memory, memory, "default", config=config, models=models).result()
             self._owned = True
         self.closed = False
 

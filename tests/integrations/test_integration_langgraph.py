@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("langgraph.store.base")
 pytest.importorskip("langchain_core")
+pytest.importorskip("langchain.agents")
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
@@ -152,9 +153,9 @@ class ToolCallingFake(GenericFakeChatModel):
 
 
 def test_agent_remembers_in_one_thread_and_recalls_in_another(store, mem):
-    from langgraph.config import get_store
-    from langgraph.prebuilt import create_react_agent
+    from langchain.agents import create_agent
     from langchain_core.tools import tool
+    from langgraph.config import get_store
 
     @tool
     def search_store(query: str) -> str:
@@ -173,7 +174,7 @@ def test_agent_remembers_in_one_thread_and_recalls_in_another(store, mem):
         AIMessage("", tool_calls=[{"name": "ask", "args": {"question": "where is my kayak?"}, "id": "c5"}]),
         AIMessage("Forgotten."),
     ])
-    agent = create_react_agent(ToolCallingFake(messages=script), tools=c3m_tools(store) + [search_store], store=store)
+    agent = create_agent(ToolCallingFake(messages=script), tools=c3m_tools(store) + [search_store], store=store)
 
     def run(thread, user, text):
         out = agent.invoke({"messages": [("user", text)]},
