@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from c3m.models import ApproxTokenCounter, ExtractiveAnswerer, HashingEmbedder, make_text_embedder, make_token_counter
-from c3m.models.answer import REFUSAL
+from c3m.models.judge import is_refusal
 from c3m.types import (BudgetUse, Context, ContextItem, EvidenceForm, Provenance, ReaderBudget, RouteTrace)
 
 SENTENCES = [
@@ -58,8 +58,13 @@ def _ctx(texts):
 
 def test_extractive_answerer_cites_and_refuses():
     ans = ExtractiveAnswerer().answer("Which shop is under the sign?", _ctx(SENTENCES))
+    # no span type for "which shop": the closest evidence, cited, and said to be evidence, not an answer
+    assert ans.declined and ans.text.startswith("Not sure; the closest evidence: ") and ans.span is None
     assert "WEGO" in ans.text and ans.cited == ("n3",)
-    assert ExtractiveAnswerer().answer("What is my dog called?", _ctx(SENTENCES)).text == REFUSAL
+    mug = ExtractiveAnswerer().answer("What colour is the mug now?", _ctx(SENTENCES))
+    assert (mug.span, mug.cited, mug.declined) == ("blue", ("n2",), False)
+    dog = ExtractiveAnswerer().answer("What is my dog called?", _ctx(SENTENCES))
+    assert dog.declined and dog.text.startswith("Not in memory") and dog.cited == () and is_refusal(dog.text)
 
 
 def test_memo_embedder_returns_the_inner_vectors_and_bounds_its_size():

@@ -68,25 +68,44 @@ def test_index_chain_names_only_shown_turns():
     assert chain.steps[1].states == ("blue",)
     assert "not in context" in chain_lines([chain])[1]
     assert index_chain("bike", "e1", versions, [BREAD]) is None
-    ctx = annotate(context("q", RED, BLUE), index_chains=[index_chain("bike", "e1", versions, [RED, BLUE])])
+
+
+def test_index_chains_are_held_to_the_question_chain_definition():
+    """RAMU's chain lends its source to the question's own chain over the same turns; a question that asks no
+    attribute of the bike, or a chain about another subject, shows no chain at all."""
+    versions = [(T1, {"s1": {0}}, ["red"]), (T3, {"s3": {0}}, ["blue", "red"])]
+    bike = index_chain("bike", "e1", versions, [RED, BLUE])
+    ctx = annotate(context("What colour is my bike now?", RED, BLUE), index_chains=[bike])
     assert [i.status for i in ctx.items] == ["superseded", "current"]
+    assert [(c.source, c.entry_id) for c in ctx.chains] == [("index", "e1")]
+    assert annotate(context("q", RED, BLUE), index_chains=[bike]).chains == ()
+    assert annotate(context("What did I bake?", RED, BREAD, BLUE), index_chains=[bike]).chains == ()
+    # RAMU merged the bread turn into the bike's entry: the definition keeps only what it can read about the bike
+    mixed = index_chain("bike", "e1", [(T1, {"s1": {0}}, ["red"]), (T2, {"s2": {0}}, ["red"])], [RED, BREAD])
+    ctx = annotate(context("What colour is my bike now?", RED, BREAD, BLUE), index_chains=[mixed])
+    assert [s.turns for s in ctx.chains[0].steps] == [("s1#0",), ("s3#0",)]
+    assert ctx.items[1].status == ""
 
 
-@pytest.mark.parametrize("question,lead,cited", [
-    ("What colour is my bike now?", "blue (since 2026-04-02): ", "s3"),
-    ("What colour is my bike?", "blue (since 2026-04-02): ", "s3"),
-    ("What colour was my bike before?", "red (until 2026-04-02): ", "s1"),
-    ("When did I repaint my bike?", "2026-04-02: ", "s3")])
-def test_extractive_answers_from_the_state_asked_about(question, lead, cited):
+@pytest.mark.parametrize("question,span,lead,cited", [
+    ("What colour is my bike now?", "blue", "blue (since 2026-04-02): ", "s3"),
+    ("What colour is my bike?", "blue", "blue (since 2026-04-02): ", "s3"),
+    ("What colour was my bike before?", "red", "red (until 2026-04-02): ", "s1"),
+    ("What colour was my bike originally?", "red", "red (until 2026-04-02): ", "s1"),
+    ("When did I repaint my bike?", "2 April 2026", "2 April 2026 (blue): ", "s3")])
+def test_extractive_answers_from_the_state_asked_about(question, span, lead, cited):
     ctx = annotate(context(question, RED, BREAD, BLUE), describe=DESCRIBE)
     answer = ExtractiveAnswerer().answer(question, ctx)
-    assert answer.text.startswith(lead)
+    assert answer.text.startswith(lead) and answer.span == span and not answer.declined
     assert answer.cited == (f"n-{cited}-0",)
+    assert 0.5 <= answer.confidence <= 1.0
 
 
-def test_extractive_without_marks_is_unchanged():
+def test_extractive_reads_the_same_chain_without_marks():
+    """The answerer follows the chain definition itself: an unannotated context (RED scores higher) still
+    answers *now* with the latest state, never the best-overlapping old sentence."""
     answer = ExtractiveAnswerer().answer("What colour is my bike now?", context("q", RED, BREAD, BLUE))
-    assert answer.text == RED.text  # the old behaviour: best overlap, retrieval score breaks the tie
+    assert answer.span == "blue" and answer.cited == ("n-s3-0",)
 
 
 def bike_sessions() -> list[Session]:
@@ -150,5 +169,7 @@ def test_extractive_never_quotes_a_crop_marker():
     cap = ContextItem("n-s3-0", Provenance("me", "s3", 0, T3), "user", EvidenceForm.CAPTION,
                       "[image: A green jar; a shelf. The jar is left of the shelf.]", (), 0.5, 12)
     answer = ExtractiveAnswerer().answer("Where is my jar?", context("q", crop, cap))
-    assert answer.text == "the photo of s3#0 shows: A green jar; a shelf."
-    assert ExtractiveAnswerer().answer("Where is my jar?", context("q", crop)).text.startswith("I don't know")
+    assert answer.span == "left of the shelf" and "[crop" not in answer.text
+    assert answer.text == "left of the shelf (since 2026-04-02): the photo of s3#0 shows: The jar is left of the shelf."
+    alone = ExtractiveAnswerer().answer("Where is my jar?", context("q", crop))
+    assert alone.declined and alone.text.startswith("Not in memory")

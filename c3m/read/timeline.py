@@ -1,39 +1,155 @@
-"""Update chains and current/superseded marks over a context: the answer path's sense of time.
+"""Update chains and current/superseded marks over a context: the answer path's sense of time (``timeline-v2``).
 
-Retrieval ranks by relevance, so "I painted my bike red" and "I repainted my bike blue" arrive side by side
-and an answerer that quotes the best-matching sentence may answer *now* with the old state. This module says
-which items are the latest state of something that changed and which were superseded, and when:
+Retrieval ranks by relevance, so "I painted my bike red" and "I repainted my bike blue" arrive side by side and an
+answerer may answer *now* with the old state. This module says which items are the latest state of the thing the
+question asks about, which were superseded, and when. One definition (``subject_chain``) for every source:
 
-- **index chains** come from the write path: c3m's RAMU recorded an Update, and the entry kept the old
-  state as a version with its own pointers (``C3M.update_chains``);
-- **read-time chains** (any method, named heuristic ``timeline-v1``): context items that name the same
-  subject as the question (an entity key) and state values (colours, materials...), ordered by time; an item
-  that introduces a value not stated before opens a new step, and every earlier step is superseded.
+- a chain is about **one subject** — the question's (``c3m.read.question.analyse``: "my bike" -> ``bike``),
+  followed through its names ("my cat" = Biscuit = Nebula after "I renamed Biscuit to Nebula": every name the
+  context states for the subject becomes one of its names) and a pronoun that starts the next clause — and **one
+  attribute**: the one the question asks (colour, material, shape, size, pattern, name, count, place, job); a
+  question that asks none ("Tell me about my bike") gets no chain;
+- a step's values are those ``c3m.read.attributes.values`` finds stated **about the subject** (adjectives of other
+  entities never become states); a value different from the latest one opens a step, a restated one joins it;
+- a step's time is its turn's session time, or a date the text names ("last Tuesday", "on 3 May") resolved
+  against it (``c3m.read.when``);
+- **index chains** (c3m's RAMU Update versions, ``C3M.update_chains``) are held to the same definition: an index
+  chain is kept only when the question's chain is built over the same turns (it then carries the index's
+  ``source`` and ``entry_id``); an index chain about another subject, or one the definition cannot read, is
+  dropped — no chain is better than a wrong one.
 
-A chain names only turns that are in the context (a step whose turns were not selected keeps its time and
-nothing else), so it adds order, not content the reader budget did not pay for. Marks select nothing and
-charge nothing; the harness's measurement is unchanged.
+Measured (``benchmarks/answer_calibration.py score``, synthetic dev): 0 mark errors on KU (no gold turn of a
+"current" question marked superseded) and no chain step naming a turn that does not name its subject; see
+``benchmarks/results/answerer-calibration-cpu.md``.
+
+A chain names only turns that are in the context, so it adds order, not content the reader budget did not pay
+for. Marks select nothing and charge nothing; the harness's measurement is unchanged.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Callable, Iterable, Sequence
 
-from ..types import ChainStep, Context, ContextItem, UpdateChain
+from ..types import ChainStep, Context, ContextItem, EvidenceForm, UpdateChain
+from .attributes import clauses, mentions, values
+from .question import Query, analyse
 
-#: (entity keys, state values) of each text: ``write.units.DescriptionMemo.describe`` or a stand-in
+#: (entity keys, state values) of each text: ``write.units.DescriptionMemo.describe`` (accepted for the callers
+#: that pass it; the chain definition reads the text itself)
 Describe = Callable[[Sequence[str]], Sequence[tuple]]
+_CAPTION_MARK = __import__("re").compile(r"\[image: |\]")
+_CHANGE = __import__("re").compile(r"\b(re\w+ed|changed|now|switched|swapped|moved|became|new|no longer|anymore|"
+                                   r"from \w+ to|instead|these days|renamed|turned)\b", __import__("re").I)
 
 
 def _turn(item: ContextItem) -> str:
     return f"{item.provenance.session_id}#{item.provenance.turn_index}"
 
 
+def item_text(item: ContextItem) -> str:
+    """What an item says in words (a caption without its ``[image: ...]`` marks); "" for a crop marker."""
+    if item.form == EvidenceForm.GROUNDED_CROP:
+        return ""
+    return _CAPTION_MARK.sub("", item.text) if item.form == EvidenceForm.CAPTION else item.text
+
+
+def event_time(item: ContextItem, text: str | None = None) -> datetime:
+    """The time a turn's event happened: a day the text names ("yesterday", "on 3 May", "last week"), resolved
+    against the session time, else the session time."""
+    from .when import question_windows
+
+    t = item.provenance.time
+    for w in question_windows(text if text is not None else item_text(item), t):
+        if w.start is not None and w.end is not None and (w.end - w.start).days <= 1 and w.start <= t:
+            return w.start
+    return t
+
+
+@dataclass
+class Found:
+    """One item's values for the chain: what it states, and when."""
+
+    item: ContextItem
+    values: tuple[str, ...]
+    time: datetime
+
+
+def subject_names(q: Query, items: Sequence[ContextItem]) -> tuple[str, ...]:
+    """The subject's names the context states ("my cat Biscuit", "renamed Biscuit to Nebula"), oldest first."""
+    if not q.subject or q.subject == "i":
+        return ()
+    names: list[str] = [n for n in q.names if n.lower() not in (q.subject, q.owner)]
+    for _ in range(2):  # a rename names the new name through the old one
+        for item in sorted(items, key=_order):
+            for v in values(item_text(item), q.subject, "name", tuple(names), q.owner, q.qualifier):
+                if v not in names and v.lower() != q.subject:
+                    names.append(v)
+    return tuple(names)
+
+
+def _order(item: ContextItem):
+    return (item.provenance.time, item.provenance.session_id, item.provenance.turn_index)
+
+
+def found_values(q: Query, items: Sequence[ContextItem]) -> tuple[list[Found], tuple[str, ...]]:
+    """Every item that states the asked attribute of the asked subject, in time order, and the subject's names."""
+    subject = q.subject or (q.names[0].lower() if q.names else None)
+    if subject is None or q.attribute is None:
+        return [], ()
+    aliases = subject_names(replace(q, subject=subject), items) if subject != "i" else ()
+    if q.attribute == "name":
+        aliases = tuple(a for a in aliases)  # the names are the values; each also names the subject
+    out = []
+    for item in sorted(items, key=_order):
+        text = item_text(item)
+        if not text:
+            continue
+        vals = values(text, subject, q.attribute, aliases, q.owner, q.qualifier)
+        if q.attribute == "name":
+            vals = [v for v in vals if v.lower() not in {n.lower() for n in q.names}] or vals
+        if vals:
+            out.append(Found(item, tuple(vals), event_time(item, text)))
+    return out, aliases
+
+
+def subject_chain(q: Query, items: Sequence[ContextItem]) -> tuple[UpdateChain | None, list[Found]]:
+    """``timeline-v2``: the chain of the question's subject and attribute over ``items`` (module docstring); None
+    when fewer than two distinct states are stated."""
+    found, aliases = found_values(q, items)
+    steps: list[tuple[datetime, list[ContextItem], tuple[str, ...]]] = []
+    current: tuple[str, ...] = ()
+    for f in found:
+        vals = f.values
+        if current and set(vals) <= set(current) | set(_all(steps)) and current[0] in vals:
+            steps[-1][1].append(f.item)  # restates the current state (perhaps naming the old one too)
+            continue
+        new = tuple(v for v in vals if v not in current)
+        if len(new) > 1 and _CHANGE.search(item_text(f.item)):
+            new = new[-1:]  # "I repainted my red bike blue": the last value named is the new one
+        if current and set(new) <= set(current):
+            steps[-1][1].append(f.item)
+            continue
+        steps.append((f.time, [f.item], new))
+        current = new
+    if len(steps) < 2:
+        return None, found
+    subject = q.subject if q.subject and q.subject != "i" else (q.names[0].lower() if q.names else "you")
+    chain = UpdateChain(subject, tuple(ChainStep(t, tuple(dict.fromkeys(i.node_id for i in its)),
+                                                 tuple(dict.fromkeys(_turn(i) for i in its)), new)
+                                       for t, its, new in steps), "read")
+    return chain, found
+
+
+def _all(steps) -> list[str]:
+    return [v for _, _, new in steps for v in new]
+
+
 def index_chain(subject: str, entry_id: str, steps: Iterable[tuple[datetime, dict, Sequence[str]]],
                 items: Sequence[ContextItem]) -> UpdateChain | None:
     """A chain from a write-time version list ``[(time, {session: turns}, states), ...]`` (oldest first, the
-    current state last) over the context's items; None when no step is in the context."""
+    current state last) over the context's items; None when no step is in the context. ``annotate`` keeps it only
+    where the question's own chain (``subject_chain``) agrees."""
     where = {(i.provenance.session_id, i.provenance.turn_index): i for i in items}
     out, seen = [], set()
     for time, pointers, states in steps:
@@ -47,55 +163,36 @@ def index_chain(subject: str, entry_id: str, steps: Iterable[tuple[datetime, dic
     return UpdateChain(subject, tuple(out), "index", entry_id)
 
 
-def read_time_chains(question: str, items: Sequence[ContextItem], describe: Describe) -> list[UpdateChain]:
-    """``timeline-v1``: per subject the question names, the items about it that state values, by time; a new
-    value opens a step (module docstring)."""
-    if not items:
-        return []
-    q_ents = describe([question])[0][0]
-    if not q_ents:
-        return []
-    described = describe([i.text for i in items])
-    chains = []
-    for subject in sorted(q_ents):
-        head = subject.split()[-1]
-        about = sorted(((i, d[1]) for i, d in zip(items, described)
-                        if d[1] and (subject in d[0] or any(head == k.split()[-1] for k in d[0]))),
-                       key=lambda x: (x[0].provenance.time, x[0].provenance.turn_index))
-        steps: list[tuple[datetime, list[ContextItem], tuple[str, ...]]] = []
-        seen: set[str] = set()
-        for item, states in about:
-            new = tuple(sorted(set(states) - seen))
-            seen.update(states)
-            if new or not steps:
-                steps.append((item.provenance.time, [item], new))
-            else:
-                steps[-1][1].append(item)  # restates a known value: part of the latest step
-        if len(steps) >= 2:
-            chains.append(UpdateChain(subject, tuple(ChainStep(t, tuple(i.node_id for i in its),
-                                                               tuple(_turn(i) for i in its), new)
-                                                     for t, its, new in steps), "read"))
-    return chains
+def read_time_chains(question: str, items: Sequence[ContextItem], describe: Describe | None = None) -> list[UpdateChain]:
+    """The question's chain over ``items`` (``subject_chain``), as a list (empty or one chain)."""
+    chain, _ = subject_chain(analyse(question), items)
+    return [chain] if chain is not None else []
 
 
 def annotate(context: Context, *, index_chains: Sequence[UpdateChain] = (),
              describe: Describe | None = None) -> Context:
-    """The context with its chains and each chained item marked ``current`` or ``superseded`` (index chains
-    first; read-time chains over the items they do not cover, when ``describe`` is given)."""
-    chains = list(index_chains)
-    covered = {n for c in chains for s in c.steps for n in s.node_ids}
-    if describe is not None:
-        rest = [i for i in context.items if i.node_id not in covered]
-        chains += read_time_chains(context.question, rest, describe)
+    """The context with the question's chain and each chained item marked ``current`` or ``superseded``. Index
+    chains only lend their source to the read-time chain over the same turns (module docstring)."""
+    chains = read_time_chains(context.question, context.items)
     if not chains:
-        return context
+        return replace(context, chains=()) if context.chains else context
+    chain = chains[0]
+    mine = {n for s in chain.steps for n in s.node_ids}
+    for c in index_chains:
+        theirs = {n for s in c.steps for n in s.node_ids}
+        if theirs and theirs & mine and len(theirs & mine) >= 2:
+            chain = replace(chain, source="index", entry_id=c.entry_id)
+            break
     status: dict[str, tuple[str, datetime | None]] = {}
-    for c in chains:
-        for k, step in enumerate(c.steps):
-            mark = ("current", None) if k == len(c.steps) - 1 else ("superseded", c.steps[k + 1].time)
-            for n in step.node_ids:
-                if status.get(n, ("",))[0] != "superseded":  # superseded anywhere wins
-                    status[n] = mark
+    for k, step in enumerate(chain.steps):
+        mark = ("current", None) if k == len(chain.steps) - 1 else ("superseded", chain.steps[k + 1].time)
+        for n in step.node_ids:
+            status[n] = mark  # a later step wins: a turn restating the current state is current
     items = tuple(replace(i, status=status[i.node_id][0], superseded_at=status[i.node_id][1])
-                  if i.node_id in status else i for i in context.items)
-    return replace(context, items=items, chains=tuple(chains))
+                  if i.node_id in status else replace(i, status="", superseded_at=None) if i.status else i
+                  for i in context.items)
+    return replace(context, items=items, chains=(chain,))
+
+
+__all__ = ["Found", "annotate", "clauses", "event_time", "found_values", "index_chain", "item_text", "mentions",
+           "read_time_chains", "subject_chain", "subject_names"]

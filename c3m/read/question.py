@@ -1,0 +1,241 @@
+"""What a question asks: its subject, the attribute it asks about, the answer type, and its sense of time.
+
+A small rule reader of English questions (no model), shared by the update chains (``c3m.read.timeline``) and the
+offline answerer (``c3m.models.answer``), so the chain the prompt shows and the span the answerer extracts are
+about the same thing:
+
+- ``kind``: the type of the answer asked — ``yesno`` (starts with an auxiliary), ``choice`` ("X or Y?", "before or
+  after"), ``count`` ("how many", "how often"), ``date`` ("when", "which day"), ``place`` ("where"), ``name``
+  ("what is X called", "what's the name of"), ``person`` ("who"), ``attr`` (a colour, material, shape, size,
+  pattern or job is asked), ``open`` (anything else: a description, a list, a reason);
+- ``attribute``: colour | material | shape | size | pattern | name | count | place | job | None;
+- ``subject``: the head noun of the thing asked about ("my old bike" -> ``bike``; "the colour of my car" ->
+  ``car``; "the shop on Chapel Hill" -> ``shop``), ``i`` for questions about the user themself ("Where do I
+  live?"), or None; ``names``: capitalised names in the question ("Chapel Hill", "Biscuit");
+- ``owner``: whose the subject is when the question says so ("my sister's bike"); a subject with no owner is the
+  user's, and a clause about someone else's ("Anna's bike", "her bike") is not about it;
+- ``intent``: ``now`` | ``past`` | ``when`` | "" (``temporal_intent``); ``before``: a date the question bounds
+  the answer by ("Before 17 June 2024, ..."), resolved against ``now`` by ``c3m.read.when``.
+
+Generic English, written from the language (tuned on the dev splits only).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .attributes import ATTRIBUTE_NOUNS, COLOURS, MATERIALS, PATTERNS, SHAPES, SIZES, fold
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
+NOW_CUES = frozenset("now currently current latest still anymore nowadays presently today".split())
+PAST_CUES = frozenset("before originally original first initially previously earlier formerly former prior "
+                      "used".split())
+_AUX = frozenset("is are was were do does did has have had can could will would should am".split())
+#: words that end a noun phrase after its determiner
+_NP_STOP = frozenset("""
+a an the is are was were be been do does did has have had can could will would should of in on at to for from by
+with about as into onto over under how many much why called named after before since until when where which who what that this these those and or
+but now currently originally first still ever right left above below behind beside near next get got go went
+""".split())
+_DETERMINERS = frozenset("my our your the his her their its".split())
+#: nouns that are never the subject: the attribute words themselves and generic question nouns
+_NOT_SUBJECT = frozenset(ATTRIBUTE_NOUNS | frozenset("""
+time day date kind type sort thing things way one ones number amount lot conversation conversations chat chats
+dialogue dialog user assistant photo picture image pic new old current latest original first last previous
+""".split()))
+_PERSON_WORDS = frozenset("""sister brother mother father mum mom dad friend neighbour neighbor cousin aunt uncle
+wife husband partner son daughter colleague boss grandma grandpa grandmother grandfather niece nephew""".split())
+
+
+#: a when-question's change verb names the attribute that changed
+_CHANGE_VERBS = ((r"\b(repaint|paint|respray|recolou?r|dye)\w*", "colour"), (r"\brenam\w*", "name"),
+                 (r"\b(shift|relocat)\w*|\bmove[ds]?\b.*\bto\b", "place"))
+
+
+def temporal_intent(question: str) -> str:
+    """``now`` | ``past`` | ``when`` | "" (no cue: answer from the latest state, like ``now``)."""
+    lower = question.lower()
+    words = re.findall(r"[a-z]+", lower)
+    if words[:1] == ["when"] or "what time" in lower or "what date" in lower or "which day" in lower:
+        return "when"
+    if any(w in PAST_CUES for w in words) or "used to" in lower:
+        return "past"
+    if any(w in NOW_CUES for w in words) or "these days" in lower:
+        return "now"
+    return ""
+
+
+@dataclass(frozen=True)
+class Query:
+    question: str
+    kind: str
+    attribute: str | None
+    subject: str | None
+    names: tuple[str, ...] = ()
+    intent: str = ""
+    choices: tuple[str, ...] = ()
+    before: datetime | None = None
+    words: frozenset = field(default_factory=frozenset)
+    #: whose subject it is when not the user's ("my sister's bike" -> ``sister``; "the cat of my sister Meera" ->
+    #: ``meera``): only clauses naming the owner speak about it
+    owner: str | None = None
+    #: where the asked thing is, when the question says ("the violin in the living room" -> ``living room``)
+    qualifier: str | None = None
+    #: the question asks about a change ("Which new colour did I give ...", "Where did I move ... to?")
+    change: bool = False
+    #: the subject was named as someone's ("my bike", "your cat", "my sister's bike"), not just "the X"
+    possessed: bool = False
+
+    @property
+    def terms(self) -> tuple[str, ...]:
+        """What a text must name to be about the subject: the head noun, or one of the question's names."""
+        out = tuple(n.lower() for n in self.names)
+        return ((self.subject,) if self.subject and self.subject != "i" else ()) + out
+
+
+def _attribute(lower: str, words: list[str]) -> str | None:
+    ws = set(words)
+    if ws & {"colour", "color", "colours", "colors", "shade", "hue"}:
+        return "colour"
+    if "made of" in lower or ws & {"material", "materials"}:
+        return "material"
+    if ws & {"shape"}:
+        return "shape"
+    if ws & {"size", "big", "large"} and "how" in ws:
+        return "size"
+    if ws & {"pattern", "patterned"}:
+        return "pattern"
+    if (ws & {"called", "named", "call", "name", "names", "renamed", "rename"}) and not lower.startswith("who"):
+        return "name"
+    if "how many" in lower or "how often" in lower or "number of" in lower or "how much" in lower:
+        return "count"
+    if ws & {"job", "occupation", "profession", "work"} and ("what" in ws or "which" in ws):
+        return "job"
+    if words[:1] == ["where"] or ws & {"room", "city", "town", "country", "location", "kept", "keep"} \
+            and words[:1] in (["which"], ["what"]):
+        return "place"
+    return None
+
+
+def _subject(words: list[str], lower_words: list[str]) -> tuple[str | None, str | None]:
+    """The head noun of the first determiner phrase that is not an attribute word (module docstring)."""
+    for k, w in enumerate(lower_words):
+        if w == "many" and k and lower_words[k - 1] == "how" and k + 1 < len(lower_words):
+            phrase = []
+            for nxt in lower_words[k + 1:k + 4]:
+                if nxt in _NP_STOP or nxt in _DETERMINERS or nxt in _AUX:
+                    break
+                phrase.append(nxt)
+            if phrase:
+                return fold(phrase[-1]), None  # "how many tomato plants ...": plants
+        if w not in _DETERMINERS:
+            continue
+        phrase = []
+        for w2, raw in zip(lower_words[k + 1:], words[k + 1:]):
+            if w2 in _NP_STOP or w2 in _DETERMINERS:
+                break
+            if raw[:1].isupper() and phrase and phrase[-1] in _PERSON_WORDS:
+                return fold(w2[:-2] if w2.endswith("'s") else w2), None  # "my sister Kwame('s)": the person
+            if w2.endswith("'s"):
+                rest = [x for x in lower_words[k + len(phrase) + 2:k + len(phrase) + 4] if x not in _NP_STOP]
+                if rest and rest[0] not in ATTRIBUTE_NOUNS and rest[0] not in _NOT_SUBJECT:
+                    return fold(rest[0]), w2[:-2]  # "my sister's bike": the bike, owned by the sister
+                phrase.append(w2[:-2])  # "my dog's name": the owner is the subject
+                break
+            phrase.append(w2)
+            if len(phrase) == 3:
+                break
+        if phrase and phrase[-1] in ATTRIBUTE_NOUNS:
+            continue  # "the (current wall) colour of my bedroom": the owner comes after "of"
+        heads = [p for p in phrase if p not in _NOT_SUBJECT and p not in COLOURS | MATERIALS | SIZES | SHAPES
+                 | PATTERNS]
+        if heads:
+            head = heads[-1]
+            if head in _PERSON_WORDS and k + len(phrase) + 1 < len(lower_words):
+                continue  # "the cat of my sister": the thing comes first
+            owner = None
+            after = lower_words[k + 1 + len(phrase):]
+            if after[:1] == ["of"] and len(after) > 2 and after[1] in _DETERMINERS and after[2] in _PERSON_WORDS:
+                owner = after[2]  # "the cat of my sister (Meera)"
+                if len(after) > 3 and words[k + 1 + len(phrase) + 3][:1].isupper():
+                    owner = after[3]
+            return fold(head), owner
+    return None, None
+
+
+_MONTHS_DAYS = frozenset("""january february march april may june july august september october november december
+monday tuesday wednesday thursday friday saturday sunday""".split())
+_NAME = re.compile(r"(?<![.?!]\s)(?<!^)\b([A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+)*)")
+
+
+def analyse(question: str, now: datetime | None = None) -> Query:
+    lower = question.lower().replace("\u2019", "'")
+    raw_words = _WORD.findall(question.replace("\u2019", "'"))
+    words = [w.lower() for w in raw_words]
+    intent = temporal_intent(question)
+    attribute = _attribute(lower, words)
+    names = tuple(dict.fromkeys(m.group(1) for m in _NAME.finditer(question)
+                                if m.group(1) not in ("I", "I'm", "I've") and m.start() > 0
+                                and m.group(1).split()[0].lower() not in _MONTHS_DAYS))
+    names = tuple(n[:-2] if n.endswith("'s") else n for n in names)
+    choices: tuple[str, ...] = ()
+    m = re.search(r"\b(before or after|after or before)\b", lower)
+    if m:
+        kind = "choice"
+        choices = ("before", "after")
+    elif re.search(r",\s*(?:my |the )?[\w' -]+ or (?:my |the )?[\w' -]+\?$", lower) and words[:1] in (["which"], ["who"]):
+        kind = "choice"
+        tail = lower.rsplit(",", 1)[1].rstrip("?")
+        choices = tuple(c.strip() for c in tail.split(" or "))
+    elif words[:1] and words[0] in _AUX:
+        kind = "yesno"
+    elif words[:1] == ["when"] or intent == "when":
+        kind = "date"
+    elif attribute == "count":
+        kind = "count"
+    elif words[:1] == ["where"]:
+        kind = "place"
+        attribute = "place"
+    elif words[:1] in (["who"], ["whose"]):
+        kind = "person"
+    elif attribute == "name":
+        kind = "name"
+    elif attribute in ("colour", "material", "shape", "size", "pattern", "job", "place"):
+        kind = "attr"
+    else:
+        kind = "open"
+    subject, owner = _subject(raw_words, words)
+    if subject is None and (words[:2] in (["where", "do"], ["where", "did"]) or re.search(
+            r"\b(i|we) (move|moved|live|lived|relocate)", lower)):
+        subject = "i"
+    if kind == "date" and attribute is None and re.search(r"\b(i|we) (move|moved|relocat\w*)\b", lower):
+        attribute = "place"
+        subject = "i"
+    elif kind == "date" and attribute is None:  # "When did I repaint my bike?": the date of that change
+        for pattern, attr in _CHANGE_VERBS:
+            if re.search(pattern, lower):
+                attribute = attr
+                break
+    before = None
+    if now is not None:
+        from .when import question_windows
+
+        for w in question_windows(question, now):
+            if getattr(w, "end", None) is not None and "before" in lower:
+                before = w.end
+                break
+    qualifier = None
+    if subject and subject != "i":
+        m = re.search(rf"\b{re.escape(subject)}s?\s+(?:in|on|at)\s+(?:the|my|our)\s+((?:living |dining |spare )?[a-z]+)",
+                      lower)
+        qualifier = m.group(1) if m else None
+    change = bool(re.search(r"\b(new|shift|shifted|move|moved|repaint\w*|renam\w*|change[ds]?|switch\w*|respray\w*)\b",
+                            lower)) and kind in ("attr", "place", "name")
+    if owner in ("user", "assistant", "i"):
+        owner = None  # "the user's bike" is the user's own: the turns say "my bike"
+    possessed = bool(subject) and subject != "i" and bool(re.search(
+        rf"\b(my|your|our)\s+(?:[\w-]+'s\s+)?(?:[\w-]+\s+){{0,2}}{re.escape(subject)}", lower)
+        or re.search(r"\b(do|did|does) (i|we) (have|own|keep)\b", lower))
+    return Query(question, kind, attribute, subject, names, intent, choices, before,
+                 frozenset(fold(w) for w in words), owner, qualifier, change, possessed)
