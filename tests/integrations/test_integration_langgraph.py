@@ -205,3 +205,15 @@ def test_tools_need_a_user(store):
     (r, *_) = c3m_tools(store, namespace=("team", "shared"))
     assert "Remembered" in r.invoke({"text": "the wifi password is on the fridge"})
     assert store.search(("team", "shared"))[0].value == {"text": "the wifi password is on the fridge"}
+
+
+def test_store_on_both_backends(store_location, models, png_url):
+    """The same store on SQLite and PostgreSQL (the worker uses a PostgreSQL Memory as it is)."""
+    with Memory(store_location, "default", models=models) as m, C3MStore(m) as s:
+        s.put(("memories", "alice"), "kayak", {"text": "my kayak is red", "images": [png_url]})
+        s.put(("memories", "bob"), "jazz", {"text": "bob likes jazz"})
+        assert s.get(("memories", "alice"), "kayak").value == {"text": "my kayak is red", "images": [png_url]}
+        assert [h.key for h in s.search(("memories", "alice"), query="kayak")] == ["kayak"]
+        assert s.list_namespaces() == [("memories", "alice"), ("memories", "bob")]
+        s.delete(("memories", "alice"), "kayak")
+        assert s.get(("memories", "alice"), "kayak") is None and s.list_namespaces() == [("memories", "bob")]
