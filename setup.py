@@ -35,10 +35,19 @@ EXTRAS = {
     "server": ["fastapi>=0.110", "uvicorn>=0.29", "python-multipart>=0.0.9", "mcp>=1.2"],
     # a postgresql:// store (many writers, many hosts): psycopg 3 with its bundled libpq
     "postgres": ["psycopg[binary]>=3.1"],
+    # agent frameworks (c3m/integrations, docs/integrations/): each adapter is imported only when used. Tested with
+    # langgraph 1.2 / langchain 1.5, openai-agents 0.24, llama-index-core 0.14, autogen 0.7 (tests/integrations).
+    "langgraph": ["langgraph>=1.0", "langchain-core>=1.0", "langchain>=1.0"],
+    "openai-agents": ["openai-agents>=0.20"],
+    # llama-index-core pulls ~30 packages (SQLAlchemy, nltk, aiohttp, tiktoken): its own extra, out of "integrations"
+    "llamaindex": ["llama-index-core>=0.13"],
+    # autogen-ext's replay client is the offline model of the tests
+    "autogen": ["autogen-core>=0.7", "autogen-agentchat>=0.7", "autogen-ext>=0.7"],
 }
+EXTRAS["integrations"] = sorted(set(EXTRAS["langgraph"] + EXTRAS["openai-agents"] + EXTRAS["autogen"]))
 EXTRAS["dev"] = sorted(
     set(EXTRAS["models"] + EXTRAS["kernels"] + EXTRAS["llm"] + EXTRAS["nlp"] + EXTRAS["server"] + EXTRAS["postgres"]
-        + ["triton>=3.0", "scipy>=1.11", "lightgbm>=4.3"])
+        + EXTRAS["integrations"] + ["triton>=3.0", "scipy>=1.11", "lightgbm>=4.3"])
     # httpx: FastAPI's TestClient; selenium: the inspector's browser test (Debian's chromium + chromium-driver)
     | {"pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "httpx>=0.27", "selenium>=4.20"}
 )

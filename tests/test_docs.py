@@ -13,7 +13,7 @@ OUTSIDE = re.compile(r"DESIGN\.md|\.\./shared|shared/papers|shared/DESIGN")
 def project_files():
     for path in ROOT.rglob("*"):
         rel = path.relative_to(ROOT)
-        if any(part in SKIP or part.endswith(".egg-info") for part in rel.parts):
+        if any(part in SKIP or part.endswith(".egg-info") or part.startswith(".venv") for part in rel.parts):
             continue
         if path.is_file() and (path.suffix in TEXT or path.name == "run") and path.stat().st_size < 2_000_000:
             yield rel, path
