@@ -100,6 +100,7 @@ def score(args) -> None:
 
     answerer = ExtractiveAnswerer()
     routes = defaultdict(lambda: [0, 0])
+    per_set = {}
     for path in args.caches:
         data = pickle.load(open(path, "rb"))
         rows = data["rows"]
@@ -135,6 +136,10 @@ def score(args) -> None:
                 "not-in-memory" if not_in_memory else "not-sure")
             answerer.last_route = "?"
             r = routes[route]
+            per_set.setdefault(data["dataset"], defaultdict(lambda: [0, 0]))
+            ds = per_set[data["dataset"]][route]
+            ds[0] += 1
+            ds[1] += correct if not ans.declined else (ar if not_in_memory else row["gold_in_context"] and not ar)
             r[0] += 1
             r[1] += correct if not ans.declined else (ar if not_in_memory else row["gold_in_context"] and not ar)
             if args.show and (not ans.declined and not correct or errs) and shown < args.show:
@@ -158,9 +163,12 @@ def score(args) -> None:
                    f"(of {int(p['ans_gold'])})" if p["ans_gold"] else "-")
             print(f"| {key} | {int(p['n'])} | {cov:.2f} ({int(p['answered'])}) | {prec:.2f} | {mf1:.2f} | {arr} | "
                   f"{dec} | {int(p['mark_errors'])} |")
-    print("\n| route | n | right | rate |\n|---|---|---|---|")
+    names = list(per_set)
+    print("\n| route | " + " | ".join(f"{Path(n).name} n / right" for n in names) + " | all n / right | rate |")
+    print("|---" * (len(names) + 3) + "|")
     for k, (n, c) in sorted(routes.items()):
-        print(f"| {k} | {n} | {c} | {c / n:.2f} |")
+        cells = " | ".join(f"{per_set[d][k][0]} / {per_set[d][k][1]}" if k in per_set[d] else "-" for d in names)
+        print(f"| {k} | {cells} | {n} / {c} | {c / n:.2f} |")
     print("(answers: judged correct; not-in-memory: the question was AR; not-sure: gold evidence was in context)")
 
 

@@ -140,7 +140,7 @@ def _owned_elsewhere(toks: list[str], p: int, raw: list[str] | None = None) -> b
     return prev in ("his", "her", "their") or (prev.endswith("'s") and prev not in _NOT_POSSESSIVE)
 
 
-_LOC_PREPS = frozenset("in on at into from near under behind beside inside onto by".split())
+_LOC_PREPS = frozenset("in on into from near under behind beside inside onto".split())  # not "at": "look at my bike"
 _DETS = frozenset("the my our a an his her their".split())
 
 
@@ -262,11 +262,12 @@ _RELATIVE = re.compile(r"\b(left of|right of|next to|behind|in front of|on top o
                        r"underneath)\s+(?:the|my|a)\s+([a-z]+)\b")
 
 
-def _place_values(clause: str, terms: tuple[str, ...], subject: str | None) -> list[str]:
+def _place_values(clause: str, terms: tuple[str, ...], subject: str | None, qualifier: str | None = None) -> list[str]:
     out = [m.group(1) for m in _MOVE_PLACE.finditer(clause)]
     if subject == "i":  # where the user lives: only a move or a home names a place ("I was in the kitchen" does not)
         return out
     low = [t.lower() for t in _tokens(clause)]
+    subj = set(_subject_positions(clause, terms)) if terms else set()
     for k, t in enumerate(low):
         if t in PLACE_WORDS and k >= 1 and (low[k - 1] in ("the", "my", "our") or low[k - 1] in ("living", "dining")):
             j = k - 1
@@ -276,6 +277,9 @@ def _place_values(clause: str, terms: tuple[str, ...], subject: str | None) -> l
                 word = " ".join(w for w in low[j + 1:k + 1] if w not in ("the", "my", "our"))
                 if terms and fold(t) in terms:
                     continue
+                attached = any(p < j and all(w in _DETS for w in low[p + 1:j]) for p in subj)
+                if qualifier and (qualifier.split()[-1] == t or attached):
+                    continue  # "the fan in the kitchen" names which fan, not where the asked one went
                 out.append(word)
     if terms and _subject_positions(clause, terms):  # "the jar is left of the shelf" (a picture's caption)
         for m in _RELATIVE.finditer(clause.lower()):
@@ -316,7 +320,7 @@ def values(text: str, subject: str | None, attribute: str | None, aliases: tuple
         elif attribute == "count":
             out += _count_values(c, terms, continued=not _subject_positions(c, terms))
         elif attribute == "place":
-            out += _place_values(c, terms, subject)
+            out += _place_values(c, terms, subject, qualifier)
         elif attribute == "job":
             out += _job_values(c)
     return list(dict.fromkeys(out))
@@ -337,6 +341,10 @@ for _a in ("material", "shape", "size", "pattern"):
     CHANGE_CUES[_a] = re.compile(r"\b(replac\w*|swapp\w*|switched|new)\b", re.I)
 
 
+#: the thing itself was replaced by another ("swapped my violin for a new model"): every attribute may differ now
+_REPLACED = re.compile(r"\b(swapped|swapping|replaced|replacing|traded|exchanged)\b.*\bfor\b", re.I)
+
+
 def hypothetical(clause: str) -> bool:
     """A clause that says a thing did not (or not yet) happen: "I almost gave my car a new colour"."""
     return bool(_HYPOTHETICAL.search(clause))
@@ -349,6 +357,6 @@ def changed_without_value(text: str, subject: str, attribute: str, aliases: tupl
     if cue is None:
         return False
     for c in about_clauses(text, subject, aliases, owner, qualifier):
-        if cue.search(c) and not hypothetical(c):
+        if (cue.search(c) or _REPLACED.search(c)) and not hypothetical(c):
             return not values(c, subject, attribute, aliases, owner, qualifier)
     return False

@@ -172,6 +172,12 @@ _NAME = re.compile(r"(?<![.?!]\s)(?<!^)\b([A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+)*)")
 def analyse(question: str, now: datetime | None = None) -> Query:
     lower = question.lower().replace("\u2019", "'")
     raw_words = _WORD.findall(question.replace("\u2019", "'"))
+    main = re.match(r"^(?:when|before|after|if|once|since)\b[^,?]*,\s*((?:what|which|who|whose|where|how|is|are|was|"
+                    r"were|did|does|do)\b.*)$", lower)
+    if main:  # "When I first showed you my fan, what was on its left side?": the main clause says what is asked
+        head_words = [w.lower() for w in _WORD.findall(main.group(1))]
+    else:
+        head_words = None
     words = [w.lower() for w in raw_words]
     intent = temporal_intent(question)
     attribute = _attribute(lower, words)
@@ -180,6 +186,9 @@ def analyse(question: str, now: datetime | None = None) -> Query:
                                 and m.group(1).split()[0].lower() not in _MONTHS_DAYS))
     names = tuple(n[:-2] if n.endswith("'s") else n for n in names)
     choices: tuple[str, ...] = ()
+    first = head_words if head_words is not None else words
+    if head_words is not None and intent == "when":
+        intent = temporal_intent(main.group(1))
     m = re.search(r"\b(before or after|after or before)\b", lower)
     if m:
         kind = "choice"
@@ -188,16 +197,16 @@ def analyse(question: str, now: datetime | None = None) -> Query:
         kind = "choice"
         tail = lower.rsplit(",", 1)[1].rstrip("?")
         choices = tuple(c.strip() for c in tail.split(" or "))
-    elif words[:1] and words[0] in _AUX:
+    elif first[:1] and first[0] in _AUX:
         kind = "yesno"
-    elif words[:1] == ["when"] or intent == "when":
+    elif first[:1] == ["when"] or intent == "when":
         kind = "date"
     elif attribute == "count":
         kind = "count"
-    elif words[:1] == ["where"]:
+    elif first[:1] == ["where"]:
         kind = "place"
         attribute = "place"
-    elif words[:1] in (["who"], ["whose"]):
+    elif first[:1] in (["who"], ["whose"]):
         kind = "person"
     elif attribute == "name":
         kind = "name"
