@@ -214,43 +214,56 @@ def test_route_hit_is_the_pool_handed_to_selection(store_path, models):
 # --- query-blindness through every route the harness controls ------------------------------------------------
 @register
 class Snooping(DenseTopK):
-    """Tries each route to questions, answers and future sessions while it writes; records what it found."""
+    """Tries each route to questions, answers and future sessions while it writes; records what it found in a
+    file (it runs in the harness's method process: its route and target come through the environment)."""
 
     name = "test-snooping"
-    found: list[str] = []
-    route = "gc"
-    target: Path | None = None
 
     def observe(self, session_id, nodes):
-        if Snooping.route == "gc":  # questions of the history held in this process
-            Snooping.found += [o.question for o in gc.get_objects() if isinstance(o, Question)]
-        elif Snooping.route == "store":  # later sessions in the Cold Store
+        route, target = os.environ["C3M_TEST_SNOOP_ROUTE"], os.environ["C3M_TEST_SNOOP_TARGET"]
+        found = []
+        if route == "gc":  # questions of the history held in this process
+            found += [o.question for o in gc.get_objects() if isinstance(o, Question)]
+        elif route == "store":  # later sessions in the Cold Store
             seq = self.store.session_record(self.namespace, session_id).seq
-            Snooping.found += [s.session_id for s in self.store.sessions(self.namespace) if s.seq > seq]
-        elif Snooping.route == "env":  # a path to the data in the environment
-            Snooping.found += [k for k, v in os.environ.items() if "episodes" in v or str(self.target) in v]
-        elif Snooping.route == "open":
-            open(Snooping.target, "rb").read()
+            found += [s.session_id for s in self.store.sessions(self.namespace) if s.seq > seq]
+        elif route == "env":  # a path to the data in the environment
+            found += [k for k, v in os.environ.items() if k != "C3M_TEST_SNOOP_TARGET"
+                      and ("episodes" in v or target in v)]
+        elif route == "open":
+            open(target, "rb").read()
+        with open(os.environ["C3M_TEST_SNOOP_FOUND"], "a") as fh:
+            fh.writelines(f"{f}\n" for f in found)
         return super().observe(session_id, nodes)
 
 
+def _snoop(monkeypatch, tmp_path, route, target):
+    found = tmp_path / "found.txt"
+    found.write_text("")
+    for k, v in (("ROUTE", route), ("TARGET", str(target)), ("FOUND", str(found))):
+        monkeypatch.setenv(f"C3M_TEST_SNOOP_{k}", v)
+    return found
+
+
 @pytest.mark.parametrize("route", ["gc", "store", "env"])
-def test_a_method_finds_no_question_or_future_session_while_writing(dataset, tmp_path, route):
-    Snooping.found, Snooping.route, Snooping.target = [], route, dataset
+def test_a_method_finds_no_question_or_future_session_while_writing(dataset, tmp_path, route, monkeypatch):
+    found = _snoop(monkeypatch, tmp_path, route, dataset)
     run_eval([dataset], ["test-snooping"], tmp_path / "out", config=CFG, progress=False)
-    assert Snooping.found == []
+    assert found.read_text() == ""
 
 
-@pytest.mark.parametrize("target", ["episodes.jsonl", "an image", "question file"])
-def test_a_method_that_opens_guarded_files_while_writing_fails(dataset, tmp_path, target):
+@pytest.mark.parametrize("target", ["episodes.jsonl", "an image", "the output folder"])
+def test_a_method_that_opens_guarded_files_while_writing_fails(dataset, tmp_path, target, monkeypatch):
     out = tmp_path / "out"
-    if target == "question file":  # the harness's own copy of the questions, written before replay
-        path = out / "questions" / "1k" / "demo-user.json"
+    if target == "the output folder":  # the harness's output (other methods' stores and results)
+        out.mkdir()
+        path = out / "elsewhere.txt"
+        path.write_text("x")
     elif target == "an image":  # images of this or a later session: the harness read them already
         path = next((dataset / "images").rglob("*.png"))
     else:
         path = dataset / "episodes.jsonl"
-    Snooping.found, Snooping.route, Snooping.target = [], "open", path
+    _snoop(monkeypatch, tmp_path, "open", path)
     with pytest.raises(QueryBlindnessViolation, match="write path opened"):
         run_eval([dataset], ["test-snooping"], out, config=CFG, progress=False)
 

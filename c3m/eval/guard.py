@@ -18,7 +18,8 @@ dataset folder on disk (questions, answers, later sessions, hidden sidecars), th
 
 The method's own store folder is allowed even inside a guarded folder (``--out`` inside the dataset folder is
 a natural layout: the store's temporary blob files must open). A violation raises ``QueryBlindnessViolation``
-inside the method; the process reports it and the run fails naming the path.
+inside the method and is also kept by the tripwire (a method that catches it is still reported); the process
+reports it and the run fails naming the path.
 
 What it is not: a sandbox against code written to defeat Python itself (the hook lives in the same interpreter
 as the method). That is why it is the second line: the first is that the gold is not in the process at all.
@@ -59,10 +60,14 @@ class Tripwire:
         self.peers = frozenset(peers)
         self.pid = os.getpid()
         self.phase = "write"  # named in the message: "the write path opened ..." / "the read path opened ..."
+        #: every refusal, kept even when the method catches the exception: the process reports the first one
+        self.tripped: list[QueryBlindnessViolation] = []
 
     def _refuse(self, what: str, fix: str) -> None:
-        raise QueryBlindnessViolation(f"the {self.phase} path {what} during replay; methods may only see the "
+        exc = QueryBlindnessViolation(f"the {self.phase} path {what} during replay; methods may only see the "
                                       f"sessions they are handed and the questions they are asked", fix=fix)
+        self.tripped.append(exc)
+        raise exc
 
     def _guarded(self, raw) -> Path | None:
         if isinstance(raw, int) or raw is None:

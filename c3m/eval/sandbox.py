@@ -87,17 +87,20 @@ def _serve(conn, job: Job) -> None:
         _init_worker(job.threads)
         config = job.config
         models = load_models(config)
-        arm(Tripwire(job.guarded, allowed=(job.store,), peers=api_peers()))
+        wire = arm(Tripwire(job.guarded, allowed=(job.store,), peers=api_peers()))
         importlib.import_module(job.method_module)
         state = _State(job, config, models)
-        conn.send(("ok", state.declared))
+        reply = state.declared
         while True:
+            if wire.tripped:  # caught by the method or not, a refusal ends the run
+                raise wire.tripped[0]
+            conn.send(("ok", reply))
             kind, *args = conn.recv()
             if kind == "close":
                 state.mem.close()
                 conn.send(("ok", None))
                 return
-            conn.send(("ok", getattr(state, kind)(*args)))
+            reply = getattr(state, kind)(*args)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
         try:
             attrs = {k: v for k, v in vars(exc).items() if isinstance(v, (str, int, float, bool, type(None)))}
