@@ -2,9 +2,10 @@
 
 ``c3m eval --judge`` answers during the replay, so a second answerer would cost a second write replay of every
 history. The stores under ``OUT/stores/<method>/<length>/<history>`` already hold each method's committed
-index, and ``OUT/questions`` the harness's question files, so this script opens each store read-side, asks
-every question through the harness's own ``_ask`` (contexts measured by the harness, captions added for a
-text-only answerer, evidence check when the dataset's hidden gold is given) and writes the results to
+index, so this script asks every question of each store again through the harness's own replay with
+``write=False`` (the method in its own process, handed question texts only; contexts measured by the harness,
+captions added for a text-only answerer, evidence check when the dataset's hidden gold is given; the questions
+come from the dataset folder given per length) and writes the results to
 ``JUDGED/results/<method>/<length>.jsonl`` in the harness's format — ``c3m table1 JUDGED`` then lays them out.
 The write-side measurements (write latency, peak index, write violations) are copied from the replay's results.
 ``--judge none`` only re-asks (the current read path on the committed index, no answerer).
@@ -22,9 +23,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from c3m.config import MemoryConfig
-from c3m.eval.harness import _append, _hidden_gold, _judge, _models, _read_results, _safe, method_spec, resolve_perception
-from c3m.eval.replay import HistoryResult, _ask, _evidence_checker, load_questions, namespace_for
-from c3m.memory import Memory
+from c3m.dataset import load_dataset
+from c3m.eval.harness import _append, _hidden_gold, _judge, _read_results, _safe, load_models, method_spec, \
+    resolve_perception
+from c3m.eval.replay import replay_history
 
 
 def main(argv=None) -> int:
@@ -37,7 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", nargs="*", help="default: every method folder under OUT/stores")
     ap.add_argument("--limit", type=int, help="histories per method and length (sorted by id)")
     ap.add_argument("--dataset", action="append", default=[], metavar="LENGTH=PATH",
-                    help="a length's dataset folder, for its hidden gold (the evidence check)")
+                    help="a length's dataset folder: its questions (required) and hidden gold (the evidence check)")
     args = ap.parse_args(argv)
     roots = dict(d.split("=", 1) for d in args.dataset)
     jobs = []
@@ -58,19 +60,16 @@ def main(argv=None) -> int:
         answerer = args.answerer if args.judge != "none" else "extractive"  # re-asking loads no LLM
         cfg = replace(MemoryConfig(), method=name, method_options=options, answerer=answerer,
                       perception=resolve_perception(args.perception, root or "."))
-        models = _models(cfg.text_embedder, cfg.token_counter, cfg.answerer, cfg.perception, cfg.image_embedder)
-        qfile = args.out / "questions" / length / f"{hdir.name}.json"
-        history = hdir.name
-        namespace = namespace_for(history)
-        with Memory(hdir, namespace, config=cfg, models=models) as mem:
-            check = _evidence_checker(_hidden_gold(root) if root else None, history, mem)
-            questions = load_questions(qfile)
-            replayed = next((r for r in _read_results(args.out / "results" / _safe(spec) / f"{_safe(length)}.jsonl")
-                             if r.history == history), None)
-            result = replace(replayed, questions=[]) if replayed is not None else HistoryResult(
-                history, spec, length, bounded=bool(type(mem.method).bounded))
-            judge = _judge(args.judge) if args.judge != "none" else None
-            result.questions = _ask(mem, namespace, questions, cfg.reader_budget, judge, check)
+        if root is None:
+            ap.error(f"--dataset {length}=PATH is needed: the questions of {length} come from the dataset folder")
+        history = next(h for h in load_dataset(Path(root)) if _safe(h.id) == hdir.name)
+        replayed = next((r for r in _read_results(args.out / "results" / _safe(spec) / f"{_safe(length)}.jsonl")
+                         if r.history == history.id), None)
+        judge = _judge(args.judge) if args.judge != "none" else None
+        asked = replay_history(history, hdir, config=cfg, models=load_models(cfg), length=length,
+                               guard_paths=(root, str(args.out.resolve())), judge=judge, write=False,
+                               answer=args.judge != "none", gold=lambda: _hidden_gold(root))
+        result = replace(replayed, questions=asked.questions) if replayed is not None else asked
         _append(args.judged / "results" / _safe(spec) / f"{_safe(length)}.jsonl", result)
     print(f"judged results: {args.judged}/results  (c3m table1 {args.judged} --judged-label "
           f"'answerer {args.answerer}, judge {args.judge}')")

@@ -409,7 +409,8 @@ def cmd_eval(args) -> int:
     budget = _budget(args.budget, cfg.reader_budget)
     methods = expand_methods(args.methods) or [cfg.method]
     everything = run_eval(args.dataset, methods, args.out, config=cfg, budget=budget, workers=args.workers,
-                          progress=not args.json, limit=args.limit, judge=args.judge, perception=args.perception)
+                          progress=not args.json, limit=args.limit, judge=args.judge, perception=args.perception,
+                          answer=not args.no_answer)
     header = make_header(cfg, budget, seed=args.seed, judge=args.judge, perception=args.perception)
     metrics = write_report(everything, args.out, header)
     from .eval.table1 import write_table1
@@ -425,7 +426,9 @@ def cmd_eval(args) -> int:
         print("\n".join(paired_markdown(paired, "raw_support_recall")))
     print("oracle-reader accuracy = all gold evidence in the context (evidence-only, no answerer); "
           "overall = IE/MSR/TR/KU; every figure measured by the harness")
-    cols = ("oracle_reader_acc", "support_recall", "route_hit", "pool_size", "text_tokens", "images")
+    cols = ("oracle_reader_acc", "raw_support_recall", "route_hit", "pool_size", "text_tokens", "images")
+    if not args.no_answer:  # answers beside evidence: token F1, coverage (answered), precision among answered
+        cols = ("answer_f1", "answered", "precision_answered", "refused_should") + cols
     if args.judge:  # judged accuracy beside the evidence-only figures, not only in report.md
         cols = ("judged_acc",) + cols
     print(f"{'method':<16}{'length':>7}{'category':>9}" + "".join(f"{c:>18}" for c in cols) + f"{'violations':>11}")
@@ -771,12 +774,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "order of `c3m methods`); variants as name:key=value,... (e.g. c3m:expansion=false)")
     sp.add_argument("--out", default="c3m-eval", help="results folder (default ./c3m-eval); resumable")
     sp.add_argument("--budget", help="reader budget override, e.g. raw_nodes=6,text_tokens=2000")
-    sp.add_argument("--workers", type=int, default=1, help="parallel worker processes over histories")
+    sp.add_argument("--workers", type=int, default=1,
+                    help="method processes run at once (each (method, history) has its own process)")
     sp.add_argument("--limit", type=int, help="only the first N histories of each dataset")
     sp.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     sp.add_argument("--judge", choices=("em", "f1", "contains", "api"),
-                    help="also answer each question (configured answerer) and judge it: exact match, token F1, "
-                         "gold-contained-in-prediction, or an LLM judge at $C3M_API_BASE_URL")
+                    help="also judge each answer (judged_acc): exact match, token F1, gold-contained-in-prediction, "
+                         "or an LLM judge at $C3M_API_BASE_URL")
+    sp.add_argument("--no-answer", action="store_true",
+                    help="skip answering (faster): evidence metrics only, no token F1 / selective accuracy / refusals")
     sp.set_defaults(func=cmd_eval)
     return p
 

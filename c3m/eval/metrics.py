@@ -263,6 +263,17 @@ def aggregate(results, *, n_boot: int = 1000, seed: int = 0) -> dict:
         row["read_ms_p95"] = float(np.percentile(lat, 95)) if lat else None
         row["violations"] = sum(q.violation is not None for r in results for q in r.questions if in_category(cat, q))
         out[cat] = row
+    qs = [q for r in results for q in r.questions if q.declined is not None]
+    declined = [q for q in qs if q.declined]
+    should = [q for q in qs if q.should_decline]
+    answers = {  # over every category, AR included: refusals are about AR too (kept beside "overall"'s figures)
+        "answers_n": len(qs),
+        "refusal_recall": {"mean": sum(q.declined for q in should) / len(should) if should else None,
+                           "n": len(should)},
+        "refusal_precision": {"mean": sum(q.should_decline for q in declined) / len(declined) if declined else None,
+                              "n": len(declined)},
+    }
+    out["overall"].update(answers)
     writes = [w * 1000 for r in results for w in r.write_seconds]
     peaks = np.array([r.index_peak for r in results if r.index_peak], dtype=float).reshape(-1, 4)
     out["overall"].update({

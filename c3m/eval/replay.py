@@ -103,7 +103,8 @@ def materialise_images(session: Session) -> Session:
 def replay_history(history: History, store: str | Path, *, config: MemoryConfig, models: Models | None = None,
                    budget: ReaderBudget | None = None, length: str = "?", guard_paths=(),
                    judge=None, variants: Sequence[tuple[str, dict]] = (), gold=None, answer: bool = True,
-                   threads: int = 1, route_pool: int = ROUTE_POOL) -> HistoryResult | list[HistoryResult]:
+                   threads: int = 1, route_pool: int = ROUTE_POOL,
+                   write: bool = True) -> HistoryResult | list[HistoryResult]:
     """Write every session in the method's own process, then ask every question there; score here (module
     docstring). Returns the measurements.
 
@@ -117,7 +118,10 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
     and gets its own HistoryResult (then a list is returned, the main result first).
 
     ``gold``: a callable returning the dataset's ``HiddenGold`` (or None), called only after the last session
-    was written; with it every context also gets the evidence check (``evidence_acc``)."""
+    was written; with it every context also gets the evidence check (``evidence_acc``).
+
+    ``write=False`` asks the questions of a store an earlier replay committed (``benchmarks/judged_pass.py``: a
+    second answerer without a second write replay); write times are then not measured."""
     from .harness import load_models
 
     sessions, questions = history.sessions, history.questions
@@ -130,7 +134,7 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
     with MethodProcess(job) as proc:
         declared = proc.declared
         result.bounded = declared["bounded"]
-        for session in sessions:
+        for session in sessions if write else ():
             wrote = proc.call("session", materialise_images(session))
             result.write_seconds.append(wrote["seconds"])
             result.shared_embed_seconds += wrote["embed_seconds"]

@@ -31,18 +31,22 @@ from ..types import CATEGORIES, as_json_dict
 from .metrics import RETRIEVAL_CATEGORIES, aggregate, paired_difference
 
 #: paired in this order; report.md shows the first three (raw-text SR, the headline, before caption SR)
-PAIRED_METRICS = ("raw_support_recall", "support_recall", "oracle_reader_acc", "route_hit")
+PAIRED_METRICS = ("raw_support_recall", "support_recall", "oracle_reader_acc", "route_hit", "answer_f1",
+                  "answer_correct")
 #: how the report names a metric: the two Support Recalls must never be mistaken for each other
 LABELS = {"raw_support_recall": "Raw-text Support Recall (no captions)",
           "support_recall": "Support Recall incl. captions/crops",
-          "oracle_reader_acc": "oracle-reader accuracy", "route_hit": "Route-Hit"}
+          "oracle_reader_acc": "oracle-reader accuracy", "route_hit": "Route-Hit",
+          "answer_f1": "answer token F1", "answer_correct": "answer correct (judge, else F1 >= 0.5; AR: declined)"}
 TABLE_METRICS = (("oracle_reader_acc", "Oracle-reader accuracy (evidence-only: all gold evidence in context; "
                   "AR without evidence: no misleading item; Overall = IE/MSR/TR/KU) ×100", 100),
                  ("raw_support_recall", "Raw-text Support Recall ×100 (gold turns shown as raw text or original "
                   "image; captions and crops do not count)", 100),
                  ("support_recall", "Support Recall incl. captions/crops ×100 (a caption or crop of a gold image "
                   "turn counts)", 100),
-                 ("route_hit", "Route-Hit ×100", 100))
+                 ("route_hit", "Route-Hit ×100 (the first 48 pool ids, plus the selected items)", 100),
+                 ("answer_f1", "Answer token F1 ×100 (the answerer's span against the gold answer, SQuAD "
+                  "normalisation; declined = 0)", 100))
 
 
 def _length_key(label: str) -> float:
@@ -149,7 +153,7 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
               "- every figure is measured by the harness (contexts recounted from their items, indexes from their "
               "snapshots); a context over the reader budget is a violation and scores 0; Overall pools "
               f"{'/'.join(RETRIEVAL_CATEGORIES)} (AR is reported on its own)", ""]
-    for metric in PAIRED_METRICS[:3]:
+    for metric in PAIRED_METRICS[:3] + ("answer_f1",):
         lines += paired_markdown(paired or {}, metric)
     lengths = sorted({length for by_len in metrics.values() for length in by_len}, key=_length_key)
     cats = [c for c in CATEGORIES if any(c in row for by_len in metrics.values() for row in by_len.values())]
@@ -166,6 +170,7 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
                      for cat in cats + ["Overall"] for length in lengths]
             lines.append(f"| {_label(method, by_len)} | " + " | ".join(cells) + " |")
         lines.append("")
+    lines += answers_markdown(metrics)
     lines += ["## Intervals (overall, 95% cluster bootstrap over histories)", "",
               "| Method | Length | Raw-text Support Recall (no captions) | Support Recall incl. captions/crops | "
               "Oracle-reader | Route-Hit |", "|---|---|---|---|---|---|"]
@@ -219,6 +224,37 @@ def markdown(metrics: dict, header: dict, paired: dict | None = None) -> str:
                          f"{cell('index_bytes', 1024)} | {cold} | {o.get('write_violations', 0)} | "
                          f"{o.get('read_violations', 0)} | {reload} |")
     return "\n".join(lines) + "\n"
+
+
+def answers_markdown(metrics: dict) -> list[str]:
+    """Answers beside evidence: selective accuracy, refusals and mark errors per method and length (empty when no
+    question was answered: ``--no-answer``)."""
+    rows = []
+    pct = lambda e: "–" if not isinstance(e, dict) or e.get("mean") is None else f"{100 * e['mean']:.1f}"  # noqa: E731
+    for method, by_len in metrics.items():
+        for length, table in by_len.items():
+            o = a = table["overall"]
+            if not a.get("answers_n"):
+                continue
+            ku = table.get("KU", {}).get("mark_error", {})
+            marks = "–" if ku.get("mean") is None else f"{round(ku['mean'] * ku['n'])} / {ku['n']}"
+            rows.append(f"| {method} | {length} | {pct(o['answer_f1'])} | {pct(o['answer_em'])} | "
+                        f"{pct(o['answered'])} | {pct(o['precision_answered'])} | "
+                        f"{pct(table.get('AR', {}).get('refused_should'))} | {pct(a['refusal_recall'])} | "
+                        f"{pct(a['refusal_precision'])} | {pct(o['declined_with_evidence'])} | "
+                        f"{marks} |")
+    if not rows:
+        return []
+    return ["## Answers (the configured answerer on each context; Overall = IE/MSR/TR/KU) ×100", "",
+            "Coverage = answerable questions answered rather than declined; precision = correct among those answered "
+            "(the judge's verdict with --judge, else token F1 >= 0.5); refusal recall on AR, and on every question "
+            "that should be declined (AR, or its gold evidence not all in the context); refusal precision = declines "
+            "that should have been; declined with evidence = answerable questions with all gold evidence in the "
+            "context declined anyway; mark errors = KU questions whose gold evidence the answerer read marked "
+            "superseded.", "",
+            "| Method | Length | Token F1 | EM | Coverage | Precision among answered | Refusal recall (AR) | "
+            "Refusal recall (should decline) | Refusal precision | Declined with evidence | Mark errors (KU) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def plots(metrics: dict, out: Path) -> list[Path]:
