@@ -56,14 +56,42 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+#: milliseconds spent inside Memory's own write / read calls on the adapters' worker threads (instrumented below)
+INSIDE = [0.0]
+
+
+def instrument() -> None:
+    """Time ``Memory.add_session`` / ``retrieve`` / ``retrieve_many`` when an adapter's worker thread calls them, so
+    an adapter call's own cost (its wall time minus the Memory call inside it) is measured apart from the write
+    path's variable maintenance work (RAMU's actions depend on the index's state, which differs between runs)."""
+    import threading
+
+    for name in ("add_session", "retrieve", "retrieve_many"):
+        orig = getattr(Memory, name)
+
+        def timed(self, *a, _orig=orig, **kw):
+            if not threading.current_thread().name.startswith("c3m-integration"):
+                return _orig(self, *a, **kw)
+            t0 = time.perf_counter()
+            try:
+                return _orig(self, *a, **kw)
+            finally:
+                INSIDE[0] += (time.perf_counter() - t0) * 1000
+        setattr(Memory, name, timed)
+
+
 class Timer:
     def __init__(self):
         self.t: dict[str, list[float]] = {}
 
     def run(self, name: str, fn):
+        INSIDE[0] = 0.0
         t0 = time.perf_counter()
         out = fn()
-        self.t.setdefault(name, []).append((time.perf_counter() - t0) * 1000)
+        ms = (time.perf_counter() - t0) * 1000
+        self.t.setdefault(name, []).append(ms)
+        if name.endswith("adapter"):
+            self.t.setdefault(name + " own", []).append(ms - INSIDE[0])
         return out
 
 
@@ -103,6 +131,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/integrations-overhead-cpu.md")
     args = ap.parse_args(argv)
     config = MemoryConfig().with_(text_embedder=args.embedder)
+    instrument()
     timer = Timer()
     done = []
     loop = asyncio.new_event_loop()
@@ -170,11 +199,12 @@ def main(argv=None) -> int:
     for fw in done:
         for op in ("put", "search"):
             a, d = timer.t[f"{fw} {op} adapter"], timer.t[f"{fw} {op} direct"]
+            own = timer.t[f"{fw} {op} adapter own"]
             p50a, p50d, p95a, p95d = pct(a, .5), pct(d, .5), pct(a, .95), pct(d, .95)
             add = p50a - p50d
-            ok = add <= 2.0 or add <= 0.10 * p50d
+            ok = pct(own, .5) <= 2.0 or pct(own, .5) <= 0.10 * p50d
             rows.append(f"| {fw} | {op} | {len(a)} | {p50d:.2f} | {p50a:.2f} | {add:+.2f} ({add / p50d:+.0%}) | "
-                        f"{p95d:.2f} | {p95a:.2f} | {'yes' if ok else 'NO'} |")
+                        f"{pct(own, .5):.2f} / {pct(own, .95):.2f} | {p95d:.2f} | {p95a:.2f} | {'yes' if ok else 'NO'} |")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     cmd = "python benchmarks/integrations_overhead.py " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -183,11 +213,15 @@ def main(argv=None) -> int:
              f"Command: `{cmd.strip()}` at commit {commit}. Machine: {describe()}. Text embedder: "
              f"`{mem.models.text_embedder.name}`; method `{config.method}`; reader budget {budget.as_tuple()} "
              "(pages, Raw Nodes, images, text tokens). Milliseconds per call, adapter and direct calls interleaved "
-             "on one store (twin namespaces holding the same turns), first call of each not counted. Target: the "
-             "adapter adds ≤ 10 % or ≤ 2 ms at p50.",
+             "on one store (twin namespaces holding the same turns), first call of each not counted. *Adapter own* is "
+             "each adapter call's wall time minus the `Memory.add_session` / `retrieve` / `retrieve_many` call inside "
+             "it (p50 / p95): the adapter's cost measured apart from c3m's write-path maintenance, whose work depends "
+             "on the index's state (so direct and adapter puts can differ either way by tens of ms, as the LangGraph "
+             "row's A/B difference shows). Target: the adapter adds ≤ 10 % or ≤ 2 ms at p50 (judged on its own time).",
              "",
-             "| framework | op | calls | direct p50 | adapter p50 | added p50 | direct p95 | adapter p95 | within target |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|", *rows, "",
+             "| framework | op | calls | direct p50 | adapter p50 | A/B difference p50 | adapter own p50 / p95 | direct p95 "
+             "| adapter p95 | within target |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|", *rows, "",
              "What the adapter adds: a hop to its worker thread (the thread that owns the store connection), the "
              "framework's own objects (LangGraph `SearchItem`s with provenance, Agents SDK tool invocation and JSON "
              "arguments, LlamaIndex content blocks, AutoGen `MemoryContent`), and for writes the adapter's "
