@@ -227,7 +227,7 @@ class C3MStore(BaseStore):
         if idx is not None and idx.generation == gen:
             return idx
         idx = _Index(gen, {})
-        if gen[0] > 0:
+        if gen[0] > 0 and any(_SESSION.match(r.session_id) for r in store.sessions(ns)):  # no node read otherwise
             self._fold(idx, store.iter_nodes(ns))
         self._indexes[ns] = idx
         return idx
@@ -307,17 +307,17 @@ class C3MStore(BaseStore):
         if old and not self.history:
             mem.forget(node_ids=[n.node_id for n in old], reason="langgraph store: value replaced (history=False)")
 
-    def _namespaces(self) -> list[tuple[str, tuple]]:
+    def _namespaces(self, prefix: tuple = ()) -> list[tuple[str, tuple]]:
+        """(c3m name, LangGraph namespace) of the namespaces under ``prefix`` that hold store items."""
         out = []
         for name in self.worker.root.store.namespaces():
             t = from_c3m_namespace(name)
-            if t is not None and any(k.live for k in self._index(name).keys.values()):
+            if t is not None and t[:len(prefix)] == prefix and any(k.live for k in self._index(name).keys.values()):
                 out.append((name, t))
         return out
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        prefix = tuple(op.namespace_prefix)
-        spaces = [(name, t) for name, t in self._namespaces() if t[:len(prefix)] == prefix]
+        spaces = self._namespaces(tuple(op.namespace_prefix))
         if not op.query:
             items = []
             for name, t in spaces:
