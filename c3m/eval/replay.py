@@ -46,7 +46,8 @@ from ..store.cold import NAMESPACE_RE, ColdStore
 from ..types import EvidenceForm, History, ReaderBudget, Session
 from .guard import QueryBlindnessViolation
 from .metrics import ROUTE_POOL, QuestionResult, mark_errors, score_answer, score_context
-from .sandbox import Job, MethodProcess, MethodProcessError, method_module
+from .runtime import load_models
+from .sandbox import Job, MethodProcess, MethodProcessError, method_module, reading
 
 #: questions per history also asked of the live (never reloaded) instance, to report a method whose reads
 #: change after the reload (None: every question)
@@ -122,8 +123,6 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
 
     ``write=False`` asks the questions of a store an earlier replay committed (``benchmarks/judged_pass.py``: a
     second answerer without a second write replay); write times are then not measured."""
-    from .harness import load_models
-
     sessions, questions = history.sessions, history.questions
     result = HistoryResult(history.id, config.method, length)
     namespace = namespace_for(history.id)
@@ -285,12 +284,6 @@ def _void(q: QuestionResult, why: str) -> QuestionResult:
                    raw_support_recall=zero(q.raw_support_recall), oracle_reader_acc=0.0,
                    evidence_acc=zero(q.evidence_acc), judged_acc=zero(q.judged_acc),
                    answer_f1=zero(q.answer_f1), answer_em=zero(q.answer_em))
-
-
-def reading(ctx) -> tuple:
-    """What a context shows and what it charges, for comparing two reads of one question."""
-    return (tuple((i.node_id, i.form.value, i.text, tuple(im.sha256 for im in i.images), i.covers)
-                  for i in ctx.items), tuple(p for p, _ in ctx.trace.pages), frozenset(ctx.trace.pool))
 
 
 def _evidence_checker(gold, history_id: str, cold: ColdStore):

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import C3MError
-from .guard import QueryBlindnessViolation, Tripwire, api_peers, arm
+from .guard import Tripwire, api_peers, arm
 
 
 class MethodProcessError(C3MError):
@@ -82,7 +82,7 @@ def _serve(conn, job: Job) -> None:
     """The method process: models first (harness code; the oracle reads its scene table here), then the tripwire,
     then the method's own code (its module, its constructor, its writes and reads)."""
     try:
-        from .harness import _init_worker, load_models, resolve_perception
+        from .runtime import _init_worker, load_models
 
         _init_worker(job.threads)
         config = job.config
@@ -187,8 +187,6 @@ class _State:
         return {"records": records, "seconds": elapsed, "nodes_read": nodes_read}
 
     def _reload(self, live, questions, records, budget) -> tuple[int, int, str | None]:
-        from .replay import reading
-
         n, cap = len(questions), self.job.reload_check
         picks = list(range(n)) if cap is None or n <= cap else sorted(
             {round(k * (n - 1) / max(1, cap - 1)) for k in range(cap)})
@@ -204,6 +202,13 @@ class _State:
             example = (f"question {questions[i][0]}: {', '.join(what)} differ ({len(b[0])} items live, "
                        f"{len(a[0])} after the reload)")
         return len(picks), len(changed), example
+
+
+def reading(ctx) -> tuple:
+    """What a context shows and what it charges, for comparing two reads of one question."""
+    return (tuple((i.node_id, i.form.value, i.text, tuple(im.sha256 for im in i.images), i.covers)
+                  for i in ctx.items), tuple(p for p, _ in ctx.trace.pages), frozenset(ctx.trace.pool))
+
 
 
 # -- the harness's side --------------------------------------------------------------------------------------------
