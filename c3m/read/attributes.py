@@ -262,6 +262,11 @@ _RELATIVE = re.compile(r"\b(left of|right of|next to|behind|in front of|on top o
                        r"underneath)\s+(?:the|my|a)\s+([a-z]+)\b")
 
 
+#: a place value that only says where a thing sat beside another ("left of the shelf")
+RELATIVE_PLACE = re.compile(r"^(left of|right of|next to|behind|in front of|on top of|under|above|below|beside|"
+                            r"underneath) ")
+
+
 def _place_values(clause: str, terms: tuple[str, ...], subject: str | None, qualifier: str | None = None) -> list[str]:
     out = [m.group(1) for m in _MOVE_PLACE.finditer(clause)]
     if subject == "i":  # where the user lives: only a move or a home names a place ("I was in the kitchen" does not)

@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Callable, Iterable, Sequence
 
 from ..types import ChainStep, Context, ContextItem, EvidenceForm, UpdateChain
-from .attributes import clauses, mentions, values
+from .attributes import RELATIVE_PLACE, clauses, mentions, values
 from .question import Query, analyse
 
 #: (entity keys, state values) of each text: ``write.units.DescriptionMemo.describe`` (accepted for the callers
@@ -108,6 +108,8 @@ def found_values(q: Query, items: Sequence[ContextItem]) -> tuple[list[Found], t
         vals = values(text, subject, q.attribute, aliases, q.owner, q.qualifier)
         if q.attribute == "name":
             vals = [v for v in vals if v.lower() not in {n.lower() for n in q.names}] or vals
+        if q.attribute == "place" and q.change:  # "where did I move it to?": a room, not where it sat in a photo
+            vals = [v for v in vals if not RELATIVE_PLACE.match(v)]
         if vals:
             out.append(Found(item, tuple(vals), event_time(item, text)))
     return out, aliases
