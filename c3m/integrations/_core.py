@@ -66,11 +66,26 @@ class MemoryWorker:
             self.root = self._pool.submit(Memory, memory, "default", config=config, models=models).result()
             self._owned = True
         self.closed = False
+        self.shared = False
 
     @classmethod
-    def of(cls, memory: "Memory | str | Path | MemoryWorker", namespace: str | None = None, **kwargs) -> "MemoryWorker":
-        """``memory`` itself when it is already a worker (adapters share one: pass ``adapter.worker``), else a new one."""
-        return memory if isinstance(memory, MemoryWorker) else cls(memory, namespace, **kwargs)
+    def of(cls, memory: "Memory | str | Path | MemoryWorker", namespace: str | None = None, *, config=None,
+           models=None) -> "MemoryWorker":
+        """The worker an adapter uses: ``memory`` itself when it is a worker (pass ``adapter.worker`` to share one);
+        for a store location given with neither ``config`` nor ``models``, one worker per location in this process
+        (so ``C3MSession("c1", "./store")``, ``C3MSession("c2", "./store")`` and their tools load the models once
+        and share one connection; closing an adapter leaves a shared worker open); else a new one."""
+        if isinstance(memory, MemoryWorker):
+            return memory
+        if isinstance(memory, (str, Path)) and config is None and models is None:
+            key = str(memory) if "://" in str(memory) else str(Path(memory).resolve())
+            with _SHARED_LOCK:
+                w = _SHARED.get(key)
+                if w is None or w.closed:
+                    w = _SHARED[key] = cls(memory)
+                    w.shared = True
+            return w  # adapters keep their own namespace (``namespace or worker.namespace``)
+        return cls(memory, namespace, config=config, models=models)
 
     def call(self, fn: Callable[..., T], *args, **kwargs) -> T:
         if threading.get_ident() == self._ident:
@@ -87,12 +102,16 @@ class MemoryWorker:
         return self.root.tenant(namespace or self.namespace)
 
     def close(self) -> None:
-        if self.closed:
+        if self.closed or self.shared:
             return
         self.closed = True
         if self._owned:
             self._pool.submit(self.root.close).result()
         self._pool.shutdown(wait=True)
+
+
+_SHARED: dict[str, MemoryWorker] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def utc(t: datetime) -> datetime:

@@ -122,3 +122,16 @@ def test_bad_input_is_a_user_error(mem):
         asyncio.run(s.add_items([{"role": "user", "content": [
             {"type": "input_image", "image_url": "https://example.com/cat.png"}]}]))
     assert asyncio.run(s.get_items()) == []
+
+
+def test_adapters_on_one_store_path_share_one_worker(tmp_path):
+    """Given a store location, every adapter in the process uses one worker: the models load once, one connection."""
+    from c3m.integrations.autogen import C3MMemory
+
+    where = str(tmp_path / "shared-store")
+    a, b = C3MSession("c1", where, namespace="u1"), C3MSession("c2", where, namespace="u2")
+    auto = C3MMemory(where, namespace="u3")
+    assert a.worker is b.worker is auto.worker and (a.namespace, b.namespace, auto.namespace) == ("u1", "u2", "u3")
+    asyncio.run(auto.close())                                # closing one adapter leaves the shared worker open
+    asyncio.run(a.add_items([{"role": "user", "content": "hello"}]))
+    assert asyncio.run(a.get_items()) == [{"role": "user", "content": "hello"}] and asyncio.run(b.get_items()) == []
