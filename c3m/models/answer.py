@@ -31,7 +31,7 @@ from ..read.attributes import (_WORDS_OF, CHANGE_CUES, NUMBER_WORDS, about_claus
                                hypothetical, mentions)
 from ..read import spatial
 from ..read.question import NOW_CUES, PAST_CUES, Query, analyse, temporal_intent  # noqa: F401 (re-exported)
-from ..read.timeline import Found, event_time, item_text, subject_chain
+from ..read.timeline import Found, event_time, item_text, owned, subject_chain
 from ..types import Answer, Context, ContextItem, EvidenceForm
 
 VERSION = "extractive-v3"
@@ -64,11 +64,11 @@ also other else one ones thing things someone something people person
 CALIBRATION = {
     "prior": 0.5,                # a route dev data never reached
     # the asked attribute of the user's own thing ("my bike", "the mug" I bought, "my sister Meera's cat"), from a
-    # chain or a single statement: colour 16/16, job 13/13, count 3/3, material 2/2 -> (34 + 1) / (34 + 2); a
+    # chain or a single statement: colour 16/16, job 13/13, count 1/1, material 2/2 -> (32 + 1) / (32 + 2); a
     # value route of another kind (name, place, ...) falls back to this pooled rate
     "value-own": 0.97,
-    # ... of "the X" no user turn calls theirs (which X is meant is unsure: a shop's many sweaters): 4/20
-    "value-other": 0.23,
+    # ... of "the X" no user turn calls theirs (which X is meant is unsure: a shop's many sweaters): 4/18
+    "value-other": 0.25,
     "date-change": 0.97,         # when a chain's state changed: the same value reading, then its turn's date
     "date-event": 0.57,          # when an event happened: the best-matching turn's date, 3/5
     "choice-first": 0.97,        # which of two things came up first: 27/27
@@ -76,7 +76,7 @@ CALIBRATION = {
     "order": 0.67,               # before or after: times of the two best-matching turns, 7/10
     "count-events": 0.56,        # how often a change was stated ("almost" left out): 9/16
     "not-in-memory": 0.77,       # P(the question is unanswerable | declined as not in memory): 29/37
-    "not-sure": 0.44,            # P(the answer's evidence is in the context | not sure): 408/920
+    "not-sure": 0.44,            # P(the answer's evidence is in the context | not sure): 410/924
 }
 _ATTRIBUTE_WORDS = re.compile(r"\b(colou?rs?|shade|material|made of|shape|size|pattern|name[ds]?|called|"
                               r"how many|number|moved|lives?|kept|job|works?)\b", re.I)
@@ -206,7 +206,7 @@ class ExtractiveAnswerer:
         span = ", ".join(vals) if q.attribute != "count" else vals[-1]
         if q.attribute == "count" and "arabic" in q.question.lower():
             span = str(NUMBER_WORDS.get(span, span))
-        own = _own(q, subject, items)
+        own = owned(q, subject, items)
         route = f"value-{'chain' if chain is not None else 'single'}-{q.attribute}-{'own' if own else 'other'}"
         later = [g for g in found if g.time > f.time and set(g.values) - set(f.values)]
         when = f"until {later[0].time:%Y-%m-%d}" if later else f"since {f.time:%Y-%m-%d}"
@@ -387,17 +387,6 @@ class ExtractiveAnswerer:
         self.last_route, self.last_span = "not-sure", None
         return Answer(f"Not sure; the closest evidence: {_shown(item, sentence)} [{_cite(item)}]", context,
                       self.name, cited=(item.node_id,), declined=True, confidence=conf)
-
-
-def _own(q: Query, subject: str, items) -> bool:
-    """The asked thing is the user's own: "my X" in the question, a named person or thing, or "the X" where the
-    user's own turns say "my X" or that they got one ("I bought a red mug")."""
-    if q.possessed or subject == "i" or bool(q.names) and subject == q.names[0].lower():
-        return True
-    pattern = re.compile(rf"\b(my|our)\s+(?:[\w-]+\s+){{0,2}}{re.escape(subject)}s?\b|\b(bought|got|picked up|"
-                         rf"brought home|adopted|have|own)\s+(?:a|an|two|three|some)\s+(?:[\w-]+\s+){{0,2}}"
-                         rf"{re.escape(subject)}s?\b", re.I)
-    return any(i.role == "user" and pattern.search(item_text(i)) for i in items)
 
 
 def _your(q: Query) -> str:

@@ -248,8 +248,8 @@ def _count_values(clause: str, terms: tuple[str, ...], continued: bool = False) 
             if t.isdigit() or t in NUMBER_WORDS:
                 out.append(t)
                 break
-            if t in ORDINALS:
-                out.append(_WORDS_OF[ORDINALS[t]])  # "a second bike": two bikes
+            if t in ORDINALS and k and toks[k - 1] == "a":
+                out.append(_WORDS_OF[ORDINALS[t]])  # "a second bike": two bikes ("the second kimono" is not)
                 break
     m = re.search(r"\b(?:have|has|own|got|are|is)\s+(?:just\s+|only\s+|now\s+)?(\d+|" + "|".join(NUMBER_WORDS)
                   + r")\b(?:\s+(?:left|now|of them)|\s*[.,!;]|$)", clause.lower())
