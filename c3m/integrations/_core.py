@@ -37,7 +37,8 @@ def require(module: str, what: str):
     except ImportError as exc:
         extra = EXTRAS.get(module.split(".")[0], "integrations")
         raise ImportError(f"{what} needs the '{module.split('.')[0]}' package ({exc}); "
-                          f'install it with: pip install "c3m[{extra}]"') from None
+                          f'install it with: pip install -e ".[{extra}]" in a c3m checkout (pip install "c3m[{extra}]" from a '
+                          f'wheel)') from None
 
 
 class MemoryWorker:
