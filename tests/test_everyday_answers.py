@@ -102,6 +102,7 @@ def test_everyday_neighbours_scooter_is_not_mine():
     ctx = annotate(everyday_context("What colour is my scooter now?"))
     (chain,) = ctx.chains
     assert [s.states for s in chain.steps] == [("yellow",), ("black",)]
+    assert chain.steps[1].time == datetime(2026, 1, 31)  # "resprayed ... last weekend", said on Monday 2 February
     assert "n-w3-0" not in {n for s in chain.steps for n in s.node_ids}
     marks = {(i.node_id, i.form): i.status for i in ctx.items}
     assert marks[("n-w2-0", EvidenceForm.RAW_TEXT)] == "superseded"

@@ -3,7 +3,8 @@
 A scripted OpenAI-compatible server on 127.0.0.1 (stdlib ``ThreadingHTTPServer``; nothing leaves the machine)
 records every prompt ``Memory.ask`` sends through the ``api`` answerer. For a latest-state question and a
 before/after question the newest step is marked ``(current)`` and the older ``(superseded on ...)``, the
-``Updates`` line lists the chain oldest first; a question about an unrelated subject carries no chain and no mark;
+``Updates`` line lists the chain oldest first, each step dated by its turn ("last Saturday" resolved against the
+session's date); a question about an unrelated subject carries no chain and no mark;
 and the evidence is in time order, each excerpt with its date.
 """
 from __future__ import annotations
@@ -112,9 +113,9 @@ def test_latest_state_and_before_questions_carry_the_marks(llm, store_path):
     for lines in prompts:
         marks = {turn: mark for turn, _, mark, _ in evidence(lines)}
         assert marks["d4#0"] == "(current)"
-        assert marks["d1#0"] == "(superseded on 2026-05-23)"
+        assert marks["d1#0"] == "(superseded on 2026-05-16)"  # "last Saturday", said on Saturday 23 May
         assert all(marks[t] == "" for t in marks if t not in ("d1#0", "d4#0"))  # the lamp, the bread: no marks
-        assert "- car: silver (d1#0, 2026-05-02) -> green (d4#0, 2026-05-23, current)" in lines
+        assert "- car: silver (d1#0, 2026-05-02) -> green (d4#0, 2026-05-16, current)" in lines
         assert sum(line.startswith("- ") for line in lines) == 1  # one chain: the car's
         assert lines[-1].startswith("Question: ")
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable, Iterable, Sequence
 
 from ..types import ChainStep, Context, ContextItem, EvidenceForm, UpdateChain
@@ -44,6 +44,11 @@ _CHANGE = re.compile(r"\b(re\w+ed|changed|now|switched|swapped|moved|became|new|
                      r"instead|these days|renamed|turned)\b", re.I)
 
 
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY = re.compile(r"\b(?:(last|this past)\s+|on\s+)(monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+                      r"weekend)\b", re.I)
+
+
 def _turn(item: ContextItem) -> str:
     return f"{item.provenance.session_id}#{item.provenance.turn_index}"
 
@@ -56,14 +61,20 @@ def item_text(item: ContextItem) -> str:
 
 
 def event_time(item: ContextItem, text: str | None = None) -> datetime:
-    """The time a turn's event happened: a day the text names ("yesterday", "on 3 May", "last week"), resolved
-    against the session time, else the session time."""
+    """The time a turn's event happened: a day the text names ("yesterday", "on 3 May", "last Saturday"),
+    resolved against the session time, else the session time."""
     from .when import question_windows
 
     t = item.provenance.time
-    for w in question_windows(text if text is not None else item_text(item), t):
+    text = text if text is not None else item_text(item)
+    for w in question_windows(text, t):
         if w.start is not None and w.end is not None and (w.end - w.start).days <= 1 and w.start <= t:
             return w.start
+    m = _WEEKDAY.search(text)
+    if m:  # "last Saturday", "on Tuesday", "last weekend": the latest such day before the session
+        day = 5 if m.group(2).lower() == "weekend" else _DAYS.index(m.group(2).lower())
+        back = (t.weekday() - day) % 7 or (7 if m.group(1) else 0)
+        return (t - timedelta(days=back)).replace(hour=0, minute=0, second=0, microsecond=0)
     return t
 
 
