@@ -89,6 +89,8 @@ def test_everyday_answers(question, span, cited):
     "What is my dog called?",                 # no dog, ever
     "What colour is my sister's car?",        # no sister, no car
     "What colour is my neighbour's bike?",    # a neighbour, but never a bike
+    "Where did I move my bookshelf to?",      # repainted, never moved
+    "What job does Tomás have?",              # the neighbour, but never his job
 ])
 def test_everyday_never_mentioned_is_not_in_memory(question):
     answer = ask(question)

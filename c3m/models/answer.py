@@ -3,8 +3,9 @@
 It answers only what it can read off the evidence, and says so when it cannot:
 
 - **an answer** is a short span of the type the question asks (``c3m.read.question``): a value (colour, material,
-  shape, size, pattern, job), a count, a name, a place, a date, or one of the choices the question offers
-  ("which came first, my violin or my teapot?", "before or after ...?"). The span is taken from the evidence and
+  shape, size, pattern, job), a count, a name, a place, a date, what stands left / right / above / below a thing
+  (``c3m.read.spatial``, mostly from captions), or one of the choices the question offers ("which came first, my
+  violin or my teapot?", "before or after ...?"). The span is taken from the evidence and
   cited; the text leads with it ("blue (since 2026-04-02): <the sentence that states it>") and ``Answer.span``
   holds it alone. A value comes from the one chain definition (``c3m.read.timeline``): the value stated **about
   the asked subject**, the latest one for "now / currently" (and no cue), the first one for "originally / first /
@@ -13,12 +14,15 @@ It answers only what it can read off the evidence, and says so when it cannot:
   type can be read from it (a description, a list, a reason, a yes/no it cannot verify, an attribute only a
   picture shows), or when its calibrated confidence in the span is below ``ANSWER_AT``: the closest sentence is
   returned as evidence, never dressed as an answer;
-- **"Not in memory"** (``declined``) when no item states the asked attribute of the asked subject: the subject
-  (or, for a question without one, the thing it is about) is named by no item of the context.
+- **"Not in memory"** (``declined``) when no item states the asked attribute of the asked subject: no item of
+  the context is about the user's thing the question names ("my dog", "my sister's car"; an item that only
+  mentions it with no word for the attribute and no picture counts as not stating it), or a question asks about
+  a change ("Which new colour did I give my bucket?") when only the first state was ever stated. A question
+  about "the X" or with no subject never gets "Not in memory": this reader cannot tell absence there.
 
 Each answer carries ``confidence``: P(correct) for the route that produced it (``CALIBRATION``), fitted on dev
-data (the real Mem-Gallery dev dialogs and the synthetic dev split) by ``benchmarks/answer_calibration.py score
---fit``; a decline carries the fitted P(the decline was right). It reads text only: an image reaches it as the
+data (the real Mem-Gallery dev dialogs and the synthetic dev split) with ``benchmarks/answer_calibration.py
+score``; a decline carries the counted P(the decline was right). It reads text only: an image reaches it as the
 perception backend's caption (``Memory.ask``); only the model backends (``--answerer api|local``) see the
 pixels, and they are the way to full answers (descriptions, lists, reasons, yes/no judgements).
 """
@@ -27,8 +31,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from ..read.attributes import (_WORDS_OF, CHANGE_CUES, NUMBER_WORDS, about_clauses, changed_without_value, fold,
-                               hypothetical, mentions, values)
+from ..read.attributes import (_WORDS_OF, ATTRIBUTE_HINTS, CHANGE_CUES, NUMBER_WORDS, STATED_CHANGE, VISUAL,
+                               about_clauses, changed_without_value, fold, hypothetical, mentions, values)
 from ..read import spatial
 from ..read.question import NOW_CUES, PAST_CUES, Query, analyse, temporal_intent  # noqa: F401 (re-exported)
 from ..read.timeline import Found, event_time, item_text, owned, subject_chain
@@ -75,13 +79,9 @@ CALIBRATION = {
     "beside": 0.92,              # what stands left / right / above / below a thing (captions): 10/10
     "order": 0.67,               # before or after: times of the two best-matching turns, 7/10
     "count-events": 0.60,        # how often a change was stated ("almost" left out): 11/18
-    "not-in-memory": 0.77,       # P(the question is unanswerable | declined as not in memory): 29/37
-    "not-sure": 0.44,            # P(the answer's evidence is in the context | not sure): 410/924
+    "not-in-memory": 0.86,       # P(the question is unanswerable | declined as not in memory): 50/57
+    "not-sure": 0.46,            # P(the answer's evidence is in the context | not sure): 411/902
 }
-_ATTRIBUTE_WORDS = re.compile(r"\b(colou?rs?|shade|material|made of|shape|size|pattern|name[ds]?|called|"
-                              r"how many|number|moved|lives?|kept|job|works?)\b", re.I)
-
-
 def confidence(route: str) -> float:
     """P(correct) of a route (``CALIBRATION``): ``value-chain-colour-own`` is read as ``value-own``."""
     if route in CALIBRATION:
@@ -93,9 +93,6 @@ def confidence(route: str) -> float:
 
 #: below this calibrated confidence the answerer returns its evidence as "Not sure" instead of a span
 ANSWER_AT = 0.7
-#: a question with no subject is "not in memory" when fewer than this share of its focus words are in any one
-#: sentence of the context (fitted on dev AR vs answerable questions, see CALIBRATION's command)
-FOCUS_COVERAGE = 0.5
 
 
 def _stem(word: str) -> str:
@@ -339,7 +336,8 @@ class ExtractiveAnswerer:
         attribute that this reader failed to read; else "not sure" with the closest of them."""
         about = [(i, s) for i, s in _sentences(items)
                  if subject == "i" or about_clauses(s, subject, q.names, q.owner, q.qualifier, locative_ok=True)]
-        what = f"the {q.attribute} of {_your(q)}" if q.attribute != "count" else f"how many {subject}s"
+        what = (f"how often that happened to {_your(q)}" if "how often" in q.question.lower() else
+                f"how many {subject}s" if q.attribute == "count" else f"the {q.attribute} of {_your(q)}")
         own = q.possessed or subject == "i" or bool(q.names) and subject == q.names[0].lower()
         if not own:  # "the temple", "the product": this reader cannot tell which one is meant
             about = about or [(i, s) for i, s in _sentences(items)]
@@ -348,9 +346,16 @@ class ExtractiveAnswerer:
             return self._not_sure(q, context, item, sentence, CALIBRATION["not-sure"])
         if not about:
             return self._not_in_memory(q, context, f"nothing in my memory states {what}")
-        cue = CHANGE_CUES.get(q.attribute)
-        hinted = any(i.images or i.form == EvidenceForm.CAPTION or (cue is not None and cue.search(s))
-                     or _ATTRIBUTE_WORDS.search(s) for i, s in about)
+        if q.change and q.attribute in STATED_CHANGE and not any(
+                STATED_CHANGE[q.attribute].search(s) and not hypothetical(s) for _, s in about):
+            # "Where did I shift my fan to?" when no turn says it was moved ("I almost painted it" is no change)
+            return self._not_in_memory(q, context, f"nothing in my memory says {_your(q)} "
+                                       + ("was moved" if q.attribute == "place" else f"got a new {q.attribute}"))
+        hint = ATTRIBUTE_HINTS.get(q.attribute)
+        pictured = {i.node_id for i in context.items
+                    if i.images or i.form in (EvidenceForm.CAPTION, EvidenceForm.RAW_IMAGE, EvidenceForm.GROUNDED_CROP)}
+        hinted = any((q.attribute in VISUAL and i.node_id in pictured) or (hint is not None and hint.search(s))
+                     for i, s in about)
         if not hinted and not found and q.before is None:
             return self._not_in_memory(q, context, f"nothing in my memory states {what}")
         item, sentence = max(about, key=lambda x: (len(content_words(q.question) & content_words(x[1])),

@@ -350,6 +350,28 @@ for _a in ("material", "shape", "size", "pattern"):
 _REPLACED = re.compile(r"\b(swapped|swapping|replaced|replacing|traded|exchanged)\b.*\bfor\b", re.I)
 
 
+#: words that say a change happened (stricter than ``CHANGE_CUES``: "the colour of my teapot" is no change)
+STATED_CHANGE = {
+    "colour": re.compile(r"\b(new colou?r|repaint\w*|painted|paint job|respray\w*|fresh coat|new coat|fresh \w+ finish|"
+                         r"recolou?r\w*|dyed|redid|redone)\b", re.I),
+    "place": re.compile(r"\b(moved|shifted|relocated|now sits|now lives|put it in|new spot|new place)\b", re.I),
+    "name": re.compile(r"\b(renam\w*|new name|different name|changed its name|rebrand\w*)\b", re.I),
+}
+#: words for an attribute itself: a turn about the subject that uses one may state a value this reader missed
+ATTRIBUTE_HINTS = {
+    "colour": re.compile(r"\b(colou?rs?|shade|hue|paint\w*)\b", re.I),
+    "material": re.compile(r"\b(material|made of|made from)\b", re.I),
+    "shape": re.compile(r"\bshaped?\b", re.I), "size": re.compile(r"\bsize\b", re.I),
+    "pattern": re.compile(r"\bpattern\w*\b", re.I),
+    "name": re.compile(r"\b(name[ds]?|called)\b", re.I),
+    "count": re.compile(r"\b(how many|number of|\d+|one|two|three|four|five|six|several)\b", re.I),
+    "place": re.compile(r"\b(moved|kept|keep|lives?|sits|placed|put)\b", re.I),
+    "job": re.compile(r"\b(job|works?|working|occupation|profession|career|employed)\b", re.I),
+}
+#: attributes a photo may show when no word states them
+VISUAL = frozenset("colour material shape size pattern place count".split())
+
+
 def hypothetical(clause: str) -> bool:
     """A clause that says a thing did not (or not yet) happen: "I almost gave my car a new colour"."""
     return bool(_HYPOTHETICAL.search(clause))
