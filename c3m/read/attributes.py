@@ -126,6 +126,8 @@ flatmate housemate kid kids child children""".split())
 def _owned_elsewhere(toks: list[str], p: int, raw: list[str] | None = None) -> bool:
     """The mention at ``p`` is someone else's thing: "Anna's bike", "my sister's bike", "her bike", "my
     neighbour Tomás has a bike" (a person before it in the clause, and no "my" right before the thing)."""
+    if raw is not None and p and raw[p][:1].isupper():
+        return False  # a name ("my sister Ana") is the person or thing itself, nobody's possession
     if p and toks[p - 1] not in ("my", "our") and any(t in PERSON_WORDS for t in toks[:p]):
         return True
     if raw is not None and p and toks[p - 1] not in ("my", "our") and any(

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .attributes import ATTRIBUTE_NOUNS, COLOURS, MATERIALS, PATTERNS, SHAPES, SIZES, fold
+from .attributes import ATTRIBUTE_NOUNS, COLOURS, MATERIALS, PATTERNS, PERSON_WORDS, SHAPES, SIZES, fold
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
 NOW_CUES = frozenset("now currently current latest still anymore nowadays presently today".split())
@@ -44,8 +44,7 @@ _NOT_SUBJECT = frozenset(ATTRIBUTE_NOUNS | frozenset("""
 time day date kind type sort thing things way one ones number amount lot conversation conversations chat chats
 dialogue dialog user assistant photo picture image pic new old current latest original first last previous
 """.split()))
-_PERSON_WORDS = frozenset("""sister brother mother father mum mom dad friend neighbour neighbor cousin aunt uncle
-wife husband partner son daughter colleague boss grandma grandpa grandmother grandfather niece nephew""".split())
+_PERSON_WORDS = PERSON_WORDS
 
 
 #: a when-question's change verb names the attribute that changed
@@ -86,12 +85,6 @@ class Query:
     change: bool = False
     #: the subject was named as someone's ("my bike", "your cat", "my sister's bike"), not just "the X"
     possessed: bool = False
-
-    @property
-    def terms(self) -> tuple[str, ...]:
-        """What a text must name to be about the subject: the head noun, or one of the question's names."""
-        out = tuple(n.lower() for n in self.names)
-        return ((self.subject,) if self.subject and self.subject != "i" else ()) + out
 
 
 def _attribute(lower: str, words: list[str]) -> str | None:
@@ -187,8 +180,8 @@ def analyse(question: str, now: datetime | None = None) -> Query:
     names = tuple(n[:-2] if n.endswith("'s") else n for n in names)
     choices: tuple[str, ...] = ()
     first = head_words if head_words is not None else words
-    if head_words is not None and intent == "when":
-        intent = temporal_intent(main.group(1))
+    if head_words is not None and intent == "when":  # "When I first showed you ..., what ...": not a date question
+        intent = temporal_intent(main.group(1)) or temporal_intent(lower.split(" ", 1)[1])
     m = re.search(r"\b(before or after|after or before)\b", lower)
     if m:
         kind = "choice"
