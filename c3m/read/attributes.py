@@ -2,7 +2,7 @@
 answerer share.
 
 ``values(text, subject, attribute, aliases)`` returns, in text order, the values of ``attribute`` (colour,
-material, shape, size, pattern, name, count, place, job) that ``text`` states **about** ``subject``:
+material, shape, size, pattern, name, count, place, job, brand, plate) that ``text`` states **about** ``subject``:
 
 - the text is cut into clauses (at sentence ends, ``;``, and before "but / so / while / although" and "and my /
   and the / and I ..."), and only clauses that name the subject (its head noun, singular or plural, or one of its
@@ -34,7 +34,8 @@ wooden wood metal metallic plastic glass ceramic leather cotton wool stone marbl
 rattan linen silk velvet concrete paper cardboard porcelain oak pine walnut aluminium aluminum wicker denim
 """.split())
 PATTERNS = frozenset("striped spotted dotted checked plain floral patterned polka tartan plaid".split())
-SHAPES = frozenset("round square rectangular oval triangular arched curved hexagonal circular".split())
+SHAPES = frozenset("round square rectangular oval triangular arched curved hexagonal circular tall flat slim wide "
+                   "narrow".split())
 SIZES = frozenset("big small large tiny huge little giant massive compact".split())
 LEXICON = {"colour": COLOURS, "material": MATERIALS, "pattern": PATTERNS, "shape": SHAPES, "size": SIZES}
 #: words that name an attribute itself: a value word right before one still describes the clause's subject
@@ -295,6 +296,11 @@ def _place_values(clause: str, terms: tuple[str, ...], subject: str | None, qual
     return list(dict.fromkeys(out))
 
 
+_BRAND = re.compile(r"\b(?:brand|made by|make)\s+(?:is\s+)?\"?([A-Z][\w'&-]*(?:\s+[A-Z][\w'&-]*)?)")
+_PLATE = re.compile(r"\b(?:plate|plate number|number plate|licence plate|license plate)\s+(?:reading\s+|is\s+)?\"?"
+                    r"([A-Z]{1,3}[\s-]?\d{1,5}[A-Z]{0,3})\b")
+
+
 def _job_values(clause: str) -> list[str]:
     out = []
     for m in re.finditer(r"\b(?:works?|working|job)\s+as\s+(?:an?\s+)?([a-z]+)", clause.lower()):
@@ -330,6 +336,12 @@ def values(text: str, subject: str | None, attribute: str | None, aliases: tuple
             out += _place_values(c, terms, subject, qualifier)
         elif attribute == "job":
             out += _job_values(c)
+
+    if attribute in ("brand", "plate"):  # identifiers: the whole sentence that names the subject ("a van with the
+        pattern = _BRAND if attribute == "brand" else _PLATE  # brand Maribo and the plate XE 6404")
+        for sentence in re.split(r"(?<=[.!?])\s+", text):
+            if about_clauses(sentence.split(";")[0], subject, aliases, owner, qualifier) and not hypothetical(sentence):
+                out += [m.group(1) for m in pattern.finditer(sentence)]
     return list(dict.fromkeys(out))
 
 
@@ -369,9 +381,11 @@ ATTRIBUTE_HINTS = {
     "count": re.compile(r"\b(how many|number of|\d+|one|two|three|four|five|six|several)\b", re.I),
     "place": re.compile(r"\b(moved|kept|keep|lives?|sits|placed|put)\b", re.I),
     "job": re.compile(r"\b(job|works?|working|occupation|profession|career|employed)\b", re.I),
+    "brand": re.compile(r"\b(brand|make|made by|model)\b", re.I),
+    "plate": re.compile(r"\b(plate|registration)\b", re.I),
 }
 #: attributes a photo may show when no word states them
-VISUAL = frozenset("colour material shape size pattern place count".split())
+VISUAL = frozenset("colour material shape size pattern place count brand plate".split())
 
 
 def hypothetical(clause: str) -> bool:

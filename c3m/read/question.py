@@ -8,7 +8,7 @@ about the same thing:
   after"), ``count`` ("how many", "how often"), ``date`` ("when", "which day"), ``place`` ("where"), ``name``
   ("what is X called", "what's the name of"), ``person`` ("who"), ``attr`` (a colour, material, shape, size,
   pattern or job is asked), ``open`` (anything else: a description, a list, a reason);
-- ``attribute``: colour | material | shape | size | pattern | name | count | place | job | None;
+- ``attribute``: colour | material | shape | size | pattern | name | count | place | job | brand | plate | None;
 - ``subject``: the head noun of the thing asked about ("my old bike" -> ``bike``; "the colour of my car" ->
   ``car``; "the shop on Chapel Hill" -> ``shop``), ``i`` for questions about the user themself ("Where do I
   live?"), or None; ``names``: capitalised names in the question ("Chapel Hill", "Biscuit");
@@ -103,8 +103,13 @@ def _attribute(lower: str, words: list[str]) -> str | None:
         return "name"
     if "how many" in lower or "how often" in lower or "number of" in lower or "how much" in lower:
         return "count"
-    if ws & {"job", "occupation", "profession", "work"} and ("what" in ws or "which" in ws):
+    if re.search(r"\b(what|which) (job|occupation|profession|line of work)\b|\b(job|occupation|profession) "
+                 r"(does|did|do)\b|'s (job|occupation|profession)\b|\bfor a living\b|\bwhat does \w+ do\b", lower):
         return "job"
+    if re.search(r"\b(what|which) (brand|make)\b|\bbrand (is|of|does)\b", lower):
+        return "brand"
+    if re.search(r"\b(plate|registration) (number|does|is|of)\b|\bwhat plate\b", lower):
+        return "plate"
     if words[:1] == ["where"] or ws & {"room", "city", "town", "country", "location", "kept", "keep"} \
             and words[:1] in (["which"], ["what"]):
         return "place"
@@ -203,7 +208,7 @@ def analyse(question: str, now: datetime | None = None) -> Query:
         kind = "person"
     elif attribute == "name":
         kind = "name"
-    elif attribute in ("colour", "material", "shape", "size", "pattern", "job", "place"):
+    elif attribute in ("colour", "material", "shape", "size", "pattern", "job", "place", "brand", "plate"):
         kind = "attr"
     else:
         kind = "open"
