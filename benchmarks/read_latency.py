@@ -14,7 +14,10 @@ the index pool (node fetch + top-k), the Cold-Store channels + fusion + feature 
 (``rerank``), composition + solve. Results: a Markdown table and a PNG under ``--out``.
 
     python benchmarks/read_latency.py --dataset /tmp/hard-dev-48k --out benchmarks/results/read-latency-cpu
-    python benchmarks/read_latency.py --smoke        # a tiny history, seconds
+    python benchmarks/read_latency.py --smoke        # a tiny history, seconds (tests/test_read_latency_smoke.py)
+
+``--stores DIR`` keeps the ingested stores and reuses them, so two trees (before / after a read-side change) can be
+timed on the same stores back to back.
 """
 from __future__ import annotations
 
@@ -34,25 +37,42 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-STAGES = (("embed", "query_vectors"), ("describe", "_describe_many"), ("route", "segments_scores"),
-          ("index pool", "expand_pools"), ("channels + features", "gather"), ("rerank", "rerank"),
-          ("compose + solve", "compose_plan"), ("compose + solve", "solve_many"), ("compose + solve", "compose_finish"))
+#: (stage, "module:attribute") — the read path's stage functions, wrapped with a clock for the single reads. A
+#: missing attribute is an error (the smoke test catches a renamed stage), not a silently empty column.
+STAGES = (("embed", "c3m.methods.c3m:query_vectors"), ("describe", "c3m.methods.c3m:_describe_many"),
+          ("route", "c3m.methods.c3m:segments_scores"), ("route", "c3m.methods.c3m:C3M._route"),
+          ("route", "c3m.methods.c3m:expand_many"), ("route", "c3m.methods.c3m:C3M._members"),
+          ("index pool", "c3m.methods.c3m:expand_pools"), ("channels + features", "c3m.methods.c3m:gather"),
+          ("rerank", "c3m.methods.c3m:rerank"), ("compose + solve", "c3m.methods.c3m:compose_plan"),
+          ("compose + solve", "c3m.methods.c3m:solve_many"), ("compose + solve", "c3m.methods.c3m:compose_finish"))
+
+
+def _owner(path: str):
+    """("c3m.methods.c3m:C3M._route") -> (the object holding the attribute, the attribute's name)."""
+    import importlib
+
+    module, _, attr = path.partition(":")
+    owner = importlib.import_module(module)
+    *outer, name = attr.split(".")
+    for part in outer:
+        owner = getattr(owner, part)
+    if not hasattr(owner, name):
+        raise AttributeError(f"read_latency: stage {path} no longer exists (update STAGES)")
+    return owner, name
 
 
 class StageClock:
-    """Wraps c3m.methods.c3m's stage functions (module globals) with perf_counter; ``take()`` returns and resets."""
+    """Wraps the read path's stage functions with perf_counter; ``take()`` returns and resets."""
 
     def __init__(self):
-        import c3m.methods.c3m as mod
-
-        self.mod, self.spent, self.saved = mod, defaultdict(float), {}
-        for stage, fn in STAGES:
-            original = getattr(mod, fn)
-            self.saved[fn] = original
-            setattr(mod, fn, self._wrap(stage, original))
-        route = mod.C3M._route_expand
-        self.saved["_route_expand"] = route
-        mod.C3M._route_expand = self._wrap("route", route)
+        self.spent, self.saved = defaultdict(float), []
+        for stage, path in STAGES:
+            owner, name = _owner(path)
+            original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+            self.saved.append((owner, name, original))
+            fn = original.__func__ if isinstance(original, staticmethod) else original
+            wrapped = self._wrap(stage, fn)
+            setattr(owner, name, staticmethod(wrapped) if isinstance(original, staticmethod) else wrapped)
 
     def _wrap(self, stage, fn):
         def timed(*a, **k):
@@ -69,11 +89,8 @@ class StageClock:
         return out
 
     def close(self) -> None:
-        for fn, original in self.saved.items():
-            if fn == "_route_expand":
-                self.mod.C3M._route_expand = original
-            else:
-                setattr(self.mod, fn, original)
+        for owner, name, original in reversed(self.saved):
+            setattr(owner, name, original)
 
 
 def percentile(xs, p) -> float:
@@ -92,6 +109,8 @@ def run(args) -> dict:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     out: dict = {"methods": {}, "histories": len(histories), "questions": 0}
     with tempfile.TemporaryDirectory(prefix="c3m-read-latency-") as tmp:
+        if args.stores:  # kept between runs: a read-side change reads the same stores
+            tmp = args.stores
         for spec in methods:
             base, options = method_spec(spec)
             single, batched, stages = [], [], defaultdict(list)
@@ -183,6 +202,7 @@ def main(argv=None) -> int:
     ap.add_argument("--histories", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="BLAS/torch threads (one harness worker's share)")
     ap.add_argument("--out", default="benchmarks/results/read-latency-cpu")
+    ap.add_argument("--stores", help="keep the ingested stores here and reuse them (default: a temporary folder)")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="c3m-read-latency-smoke-") as tmp:
