@@ -303,7 +303,7 @@ def run(tmp_path_factory):
     dataset = generate_dataset(root / "ds", length=4000, episodes=1, seed=0, progress=False)
     methods = [*HONEST, *ADVERSARIES, "adv-hidden-state", "adv-hidden-pointers", "adv-planted-captions",
                "adv-planted-node"]
-    out = run_eval([dataset], methods, root / "out", config=CONFIG, perception="oracle", progress=False)
+    out = run_eval([dataset], methods, root / "out", config=CONFIG, perception="oracle", progress=False, workers=2)
     results = {m: next(iter(by_len.values()))[0] for m, by_len in out.items()}
     return root, results, out
 

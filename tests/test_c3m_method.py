@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,8 @@ from c3m.errors import InvalidInput
 from c3m.memory import Memory
 from c3m.types import ReaderBudget, Session, Turn, WriteBudget, node_id_for
 from c3m.index import ActiveIndex
+from c3m.methods import register
+from c3m.methods.c3m import C3M
 
 T0 = datetime(2026, 2, 1, 8, 0)
 DELTA = 0.6
@@ -269,22 +272,29 @@ def test_replay_is_query_blind_on_a_synthetic_history(tmp_path, models):
 
 
 def test_replay_guard_catches_a_c3m_write_path_that_peeks(tmp_path, models, monkeypatch):
-    """Control for the test above: the guard is armed for the c3m method's write path."""
+    """Control for the test above: the guard is armed for the c3m method's write path (a c3m whose observe reads
+    the dataset; it runs in the harness's method process, so it finds the path in the environment)."""
     from c3m.dataset import load_dataset
     from c3m.eval import QueryBlindnessViolation
     from c3m.eval.replay import replay_history
     from c3m.eval.synth import generate_dataset
-    from c3m.methods.c3m import C3M
 
     dataset = generate_dataset(tmp_path / "synth", length=2000, episodes=1, seed=1, progress=False)
     (history,) = load_dataset(dataset)
     history = _inline_images(history)
-    original = C3M.observe
-    monkeypatch.setattr(C3M, "observe", lambda self, sid, nodes: (open(dataset / "episodes.jsonl").read(),
-                                                                  original(self, sid, nodes))[1])
-    cfg = MemoryConfig(method="c3m", text_embedder="hashing", token_counter="approx")
+    monkeypatch.setenv("C3M_TEST_PEEK", str(dataset / "episodes.jsonl"))
+    cfg = MemoryConfig(method="test-c3m-peeks", text_embedder="hashing", token_counter="approx")
     with pytest.raises(QueryBlindnessViolation):
         replay_history(history, tmp_path / "store", config=cfg, models=models, guard_paths=[dataset])
+
+
+@register
+class PeekingC3M(C3M):
+    name = "test-c3m-peeks"
+
+    def observe(self, session_id, nodes):
+        open(os.environ["C3M_TEST_PEEK"]).read()
+        return super().observe(session_id, nodes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -142,6 +142,37 @@ class FlipsItsLabel(DenseTopK):
 
 
 @register
+class RanksTheColdStore(DenseTopK):
+    """Bounded, its snapshot reaching only the first session; at read time it ranks every stored node (fetched from
+    the Cold Store) and shows only the best it can reach: it never declared a Cold-Store search."""
+
+    name = "adv-ranks-cold-store"
+    bounded = True
+
+    def state(self):
+        return {"inner": super().state(), "first": self._first()}
+
+    def _first(self):
+        first = min(self.store.sessions(self.namespace), key=lambda s: s.seq).session_id
+        return [n.node_id for n in self.store.nodes_for_session(self.namespace, first)]
+
+    def pointers(self):
+        return set(self._first())
+
+    def load_state(self, state):
+        super().load_state(state["inner"])
+        self.reachable = set(state["first"])
+
+    def retrieve(self, question, budget):
+        everything = list(self.store.iter_nodes(self.namespace))  # the whole Cold Store, ranked
+        ctx = super().retrieve(question, budget)
+        reach = getattr(self, "reachable", None) or set(self._first())  # the live instance was never reloaded
+        items = tuple(i for i in ctx.items if i.node_id in reach)
+        pool = tuple(p for p in ctx.trace.pool if p in reach)
+        return replace(ctx, items=items, trace=replace(ctx.trace, pool=pool, scored=len(everything)))
+
+
+@register
 class RoutesEverything(DenseTopK):
     """The honest read, with a route pool that lists every stored node (no made-up ids), in store order."""
 
@@ -244,6 +275,13 @@ def test_a_declaration_changed_after_it_was_built_voids_every_question(dataset, 
     assert not r.searches_cold_store  # the label is the one it was built with
     assert r.questions and all("declaration changed" in (q.violation or "") for q in r.questions)
     assert not any(q.route_hit or q.support_recall for q in r.questions)
+
+
+def test_a_read_that_fetches_nodes_its_snapshot_does_not_reach_is_flagged(dataset, tmp_path):
+    res = run_eval([dataset], ["adv-ranks-cold-store"], tmp_path / "out", config=CONFIG, progress=False,
+                   answer=False)
+    (r,) = next(iter(res["adv-ranks-cold-store"].values()))
+    assert r.questions and all("does not reach" in (q.violation or "") for q in r.questions)
 
 
 def test_route_hit_counts_only_the_first_48_pool_ids(dataset, tmp_path):

@@ -160,9 +160,12 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
             score = partial(_score, cold=cold, namespace=namespace, questions=questions, budget=budget, view=view,
                             models=models, config=config, judge=judge, route_pool=route_pool,
                             check=_evidence_checker(gold() if gold is not None else None, history.id, cold))
+            touched = _touch_problems(reply["main"], view, result.searches_cold_store)
             result.questions = score(reply["main"], searches_cold_store=result.searches_cold_store)
             if result.store_problems:
                 result.questions = [_void(q, result.store_problems[0]) for q in result.questions]
+            if touched:  # questions flagged for what they show keep that reason
+                result.questions = [q if q.violation else _void(q, touched[0]) for q in result.questions]
             extra = []
             for v in reply["variants"]:
                 problems = list(result.store_problems)
@@ -171,6 +174,9 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
                 qs = score(v, searches_cold_store=v["searches_cold_store"])
                 if problems:
                     qs = [_void(q, problems[0]) for q in qs]
+                touched = _touch_problems(v, view, v["searches_cold_store"])
+                if touched:
+                    qs = [q if q.violation else _void(q, touched[0]) for q in qs]
                 extra.append(replace(result, method=v["spec"], searches_cold_store=v["searches_cold_store"],
                                      cold_search_bytes=cold_bytes if v["searches_cold_store"] else 0, questions=qs,
                                      reload_checked=0, reload_changed=0, reload_example=None,
@@ -229,6 +235,18 @@ def _score(read: dict, *, searches_cold_store: bool, cold: ColdStore, namespace:
                              mark_error=None if scored.violation else mark_errors(namespace, q, shown))
         out.append(scored)
     return out
+
+
+def _touch_problems(read: dict, view, searches_cold_store: bool) -> list[str]:
+    """A read that fetched Raw Nodes (or full-text hits) its served snapshot does not reach, by a method that did
+    not declare a Cold-Store search when it was built: it ranked what its index does not hold."""
+    if searches_cold_store:
+        return []
+    outside = set(read.get("touched", ())) - set(view.reachable)
+    if not outside:
+        return []
+    return [f"the read fetched {len(outside)} Raw Nodes the served snapshot does not reach, without declaring a "
+            "Cold-Store search (searches_cold_store) when it was built"]
 
 
 def _untrusted_context(ctx):

@@ -170,8 +170,12 @@ class _State:
 
     def _read(self, mem, questions, budget, answer_view) -> dict:
         reads = mem.store.nodes_read
+        mem.store.touched = touched = set()
         t0 = time.perf_counter()
-        contexts = mem.retrieve_many([(mem.namespace, q) for _, q in questions], budget, check=False)
+        try:
+            contexts = mem.retrieve_many([(mem.namespace, q) for _, q in questions], budget, check=False)
+        finally:
+            mem.store.touched = None
         elapsed = (time.perf_counter() - t0) / max(1, len(questions))
         nodes_read = round((mem.store.nodes_read - reads) / max(1, len(questions)))
         answerer = mem.models.answerer
@@ -184,7 +188,7 @@ class _State:
                 ans = AnswerRecord(a.text, bool(getattr(a, "declined", False)), getattr(a, "confidence", None),
                                    getattr(a, "span", None), tuple(a.cited))
             records.append(ReadRecord(ctx, read, ans))
-        return {"records": records, "seconds": elapsed, "nodes_read": nodes_read}
+        return {"records": records, "seconds": elapsed, "nodes_read": nodes_read, "touched": sorted(touched)}
 
     def _reload(self, live, questions, records, budget) -> tuple[int, int, str | None]:
         n, cap = len(questions), self.job.reload_check

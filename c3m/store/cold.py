@@ -187,6 +187,9 @@ class ColdStore:
         self._in_txn = False
         self._snap_cache: dict[tuple[str, str], _CachedState] = {}  # most recently used last
         self.nodes_read = 0  # Raw Nodes materialised from the database: the harness's read-amplification meter
+        #: when a set, every Raw-Node id this connection materialises or a full-text search returns is added: the
+        #: harness's record of what a read touched (``c3m.eval.sandbox``)
+        self.touched: set[str] | None = None
         if is_postgres_url(path):
             url, param = split_blobs_param(str(path))
             blob_dir = blobs if blobs is not None else param
@@ -474,11 +477,15 @@ class ColdStore:
             rows = self.conn.execute("SELECT node_id, bm25(node_search, 1.0, 0.0) FROM node_search WHERE node_search"
                                      " MATCH ? ORDER BY bm25(node_search, 1.0, 0.0), rowid LIMIT ?",
                                      (match, int(limit))).fetchall()
-            return [(r[0], -float(r[1])) for r in rows]  # FTS5's bm25() is negated: lower = better
-        rows = self.conn.execute("SELECT s.node_id, ts_rank(s.tsv, q) AS r FROM node_search s,"
-                                 " to_tsquery('english', ?) q WHERE s.namespace=? AND s.tsv @@ q"
-                                 " ORDER BY r DESC, s.node_id LIMIT ?", (" | ".join(words), namespace, int(limit)))
-        return [(r[0], float(r[1])) for r in rows.fetchall()]
+            found = [(r[0], -float(r[1])) for r in rows]  # FTS5's bm25() is negated: lower = better
+        else:
+            rows = self.conn.execute("SELECT s.node_id, ts_rank(s.tsv, q) AS r FROM node_search s,"
+                                     " to_tsquery('english', ?) q WHERE s.namespace=? AND s.tsv @@ q"
+                                     " ORDER BY r DESC, s.node_id LIMIT ?", (" | ".join(words), namespace, int(limit)))
+            found = [(r[0], float(r[1])) for r in rows.fetchall()]
+        if self.touched is not None:
+            self.touched.update(n for n, _ in found)
+        return found
 
     def _unindex_search(self, node_id: str) -> None:
         if self.backend == "sqlite":
@@ -533,6 +540,8 @@ class ColdStore:
             return []
         self.nodes_read += len(rows)
         ids = [r["node_id"] for r in rows]
+        if self.touched is not None:
+            self.touched.update(ids)
         images: dict[str, list[ImageRef]] = {i: [] for i in ids}
         img_rows = self.conn.execute(
             f"SELECT * FROM node_images WHERE node_id IN ({','.join('?' * len(ids))}) AND redacted=0"
