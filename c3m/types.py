@@ -483,6 +483,9 @@ class Answer:
     #: True when the answerer declined ("not in memory" / "not sure"): ``text`` then says so and no value is
     #: asserted. The harness scores selective accuracy (coverage = share not declined) from this flag.
     declined: bool = False
+    #: True when it declined because memory holds no answer ("not in memory": a refusal, what an unanswerable
+    #: question needs), False for "not sure" (the evidence is there but no span of the asked type was found)
+    refused: bool = False
     #: the answerer's confidence in ``text`` (0..1, calibrated on dev data where the answerer says so), or None
     confidence: float | None = None
     #: the answer itself when the answerer can name it apart from its supporting quote (a value, count, name,

@@ -244,3 +244,40 @@ def test_each_session_is_embedded_before_its_timed_write_and_no_later_one_is(tmp
     assert all(r["primed"] for r in rows) and not any(r["future"] for r in rows)
     (r,) = next(iter(res["test-memo-probe"].values()))
     assert r.shared_embed_seconds > 0 and len(r.write_seconds) == len(h.sessions)
+
+
+def test_answer_metrics_tell_refusals_from_not_sure_and_score_the_span():
+    """A span is scored, not the sentence around it; "not in memory" is a refusal, "not sure" only a decline; on AR
+    declining is right; selective accuracy and refusal figures follow (c3m.eval.metrics, "answers")."""
+    from types import SimpleNamespace as NS
+
+    from c3m.eval.metrics import QuestionResult, aggregate, score_answer
+    from c3m.eval.replay import HistoryResult
+    from c3m.types import EvidenceRef, Question
+
+    def q(cat, answer="blue", evidence=(("s1", 0),)):
+        return Question("q", "What colour is my bike now?", answer, cat, None,
+                        tuple(EvidenceRef(s, t) for s, t in evidence))
+
+    def base(cat, oracle=1.0):
+        return QuestionResult("ns", "q", cat, 1.0, oracle, oracle, 10, 0, 1, 1.0)
+
+    def ans(text, span=None, declined=False, refused=False):
+        return NS(text=text, span=span, declined=declined, refused=refused, confidence=0.5)
+
+    right = score_answer(base("KU"), q("KU"), ans("blue (since 2026-04-02): I repainted it blue.", span="blue"))
+    assert right.answer_f1 == 1.0 and right.answer_em == 1.0 and right.answer_correct == 1.0 and right.answered == 1
+    quote = score_answer(base("KU"), q("KU"), ans("I repainted my bike blue last spring, it was red."))
+    assert quote.answer_f1 < 0.5 and quote.answer_correct == 0.0  # a sentence is not the answer
+    unsure = score_answer(base("KU"), q("KU"), ans("Not sure; the closest evidence: ...", declined=True))
+    assert unsure.answered == 0 and unsure.unsure_with_evidence == 1 and unsure.declined_with_evidence == 0
+    refusal = score_answer(base("AR", 0.0), q("AR", "", ()), ans("Not in memory.", declined=True, refused=True))
+    assert refusal.answer_correct == 1.0 and refusal.refused_should == 1 and refusal.answered is None
+    wrong_ar = score_answer(base("AR", 0.0), q("AR", "", ()), ans("It is red.", span="red"))
+    assert wrong_ar.answer_correct == 0.0 and wrong_ar.refused_should == 0
+    lexicon = score_answer(base("IE"), q("IE"), ans("I don't know."))  # an answerer that does not say: the lexicon
+    assert lexicon.declined and lexicon.refused
+    agg = aggregate([HistoryResult("h", "m", "1k", [right, quote, unsure, refusal, wrong_ar])], n_boot=10)
+    o = agg["overall"]
+    assert o["answered"]["mean"] == pytest.approx(2 / 3) and o["precision_answered"]["mean"] == 0.5
+    assert o["refusal_recall"]["mean"] == 0.5 and o["refusal_precision"]["mean"] == 1.0

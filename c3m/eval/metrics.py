@@ -35,11 +35,14 @@ shows is read from the stored Raw Node it resolves to, never from the item's own
   normalisation: ``answer_f1`` (token F1) and ``answer_em`` (exact match) of the answer's ``span`` (its ``text``
   when it names none); a declined answer (``Answer.declined``, or a refusal by the judge's lexicon for an answerer
   that does not say) scores 0 on both outside AR. ``answer_correct``: the judge's verdict with ``--judge``, else
-  token F1 >= 0.5 — and on AR, declining. From these the report gives **selective accuracy** (``coverage`` =
-  share of answerable questions answered rather than declined, ``precision`` = share correct among those
-  answered), **refusals** (``refusal recall`` on AR, and on every question whose gold evidence is not all in the
-  context — "should decline"; ``refusal precision`` = share of declines that should have declined), the share of
-  answerable questions with all their evidence in the context that were **declined anyway**, and **mark errors**
+  token F1 >= 0.5 — and on AR, declining. A decline is either a **refusal** ("not in memory": ``Answer.refused``)
+  or "not sure" (the evidence is shown, no span of the asked type found); an answerer that does not say which is
+  read by the judge's refusal lexicon. From these the report gives **selective accuracy** (``coverage`` = share
+  of answerable questions answered rather than declined, ``precision`` = share correct among those answered),
+  **refusals** (``refusal recall`` on AR, and on every question whose gold evidence is not all in the context —
+  "should decline"; ``refusal precision`` = share of refusals that should have been), the share of answerable
+  questions with all their evidence in the context that were **refused anyway** (and, apart, "not sure"), and
+  **mark errors**
   (a KU question whose gold evidence turn the answerer read marked ``superseded``).
 - **judged accuracy** (only with ``--judge``): the judge scores the answer; reported beside, never merged with,
   oracle-reader.
@@ -68,7 +71,7 @@ from ..types import Context, EvidenceForm, Question, node_id_for
 
 METRICS = ("route_hit", "support_recall", "raw_support_recall", "oracle_reader_acc", "evidence_acc", "judged_acc",
            "answer_f1", "answer_em", "answer_correct", "answered", "precision_answered", "refused_should",
-           "declined_with_evidence", "mark_error",
+           "declined_with_evidence", "unsure_with_evidence", "mark_error",
            "text_tokens", "image_tokens",
            "context_tokens", "images",
            "raw_nodes_read", "read_ms", "pool_size", "nodes_read", "scored", "violation_rate")
@@ -105,6 +108,7 @@ class QuestionResult:
     answer_em: float | None = None     # exact match, the same normalisation
     answer_correct: float | None = None  # judge's verdict, else F1 >= 0.5; on AR: declined
     declined: bool | None = None       # the answerer declined ("not in memory" / "not sure")
+    refused: bool | None = None        # ... because memory holds no answer ("not in memory"): a refusal
     answer_confidence: float | None = None
     mark_error: float | None = None    # KU only: a gold evidence turn read marked superseded
 
@@ -125,15 +129,22 @@ class QuestionResult:
 
     @property
     def refused_should(self) -> float | None:
-        """On questions that should be declined: 1 declined (refusal recall)."""
-        return None if self.declined is None or not self.should_decline else float(self.declined)
+        """On questions that should be declined: 1 refused ("not in memory"; refusal recall)."""
+        return None if self.declined is None or not self.should_decline else float(bool(self.refused))
 
     @property
     def declined_with_evidence(self) -> float | None:
-        """On answerable questions whose gold evidence is all in the context: 1 declined anyway."""
+        """On answerable questions whose gold evidence is all in the context: 1 refused anyway ("not in memory")."""
         if self.declined is None or self.category == "AR" or self.oracle_reader_acc < 1.0:
             return None
-        return float(self.declined)
+        return float(bool(self.refused))
+
+    @property
+    def unsure_with_evidence(self) -> float | None:
+        """On answerable questions whose gold evidence is all in the context: 1 "not sure" (declined, not refused)."""
+        if self.declined is None or self.category == "AR" or self.oracle_reader_acc < 1.0:
+            return None
+        return float(bool(self.declined) and not self.refused)
 
     @property
     def context_tokens(self) -> int:
@@ -192,7 +203,9 @@ def score_answer(scored: QuestionResult, q: Question, answer, judge=None) -> Que
     ``confidence`` (``c3m.eval.sandbox.AnswerRecord``). A context that violated the budget scores 0."""
     from ..models.judge import exact_match, is_refusal, token_f1
 
-    declined = bool(answer.declined) or is_refusal(answer.text)
+    said_so = bool(getattr(answer, "declined", False))  # an answerer that says; else the judge's refusal lexicon
+    declined = said_so or is_refusal(answer.text)
+    refused = bool(getattr(answer, "refused", False)) if said_so else declined
     said = answer.span if answer.span else answer.text
     if q.category == "AR":
         f1 = em = None
@@ -209,7 +222,7 @@ def score_answer(scored: QuestionResult, q: Question, answer, judge=None) -> Que
         f1, em, correct, judged = (None if f1 is None else 0.0), (None if em is None else 0.0), 0.0, \
             (None if judged is None else 0.0)
     return replace(scored, prediction=answer.text, answer_f1=f1, answer_em=em, answer_correct=correct,
-                   judged_acc=judged, declined=declined, answer_confidence=answer.confidence)
+                   judged_acc=judged, declined=declined, refused=refused, answer_confidence=answer.confidence)
 
 
 def mark_errors(namespace: str, q: Question, read: Context) -> float | None:
@@ -264,14 +277,14 @@ def aggregate(results, *, n_boot: int = 1000, seed: int = 0) -> dict:
         row["violations"] = sum(q.violation is not None for r in results for q in r.questions if in_category(cat, q))
         out[cat] = row
     qs = [q for r in results for q in r.questions if q.declined is not None]
-    declined = [q for q in qs if q.declined]
+    refused = [q for q in qs if q.refused]
     should = [q for q in qs if q.should_decline]
     answers = {  # over every category, AR included: refusals are about AR too (kept beside "overall"'s figures)
         "answers_n": len(qs),
-        "refusal_recall": {"mean": sum(q.declined for q in should) / len(should) if should else None,
+        "refusal_recall": {"mean": sum(bool(q.refused) for q in should) / len(should) if should else None,
                            "n": len(should)},
-        "refusal_precision": {"mean": sum(q.should_decline for q in declined) / len(declined) if declined else None,
-                              "n": len(declined)},
+        "refusal_precision": {"mean": sum(q.should_decline for q in refused) / len(refused) if refused else None,
+                              "n": len(refused)},
     }
     out["overall"].update(answers)
     writes = [w * 1000 for r in results for w in r.write_seconds]

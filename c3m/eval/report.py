@@ -242,19 +242,21 @@ def answers_markdown(metrics: dict) -> list[str]:
                         f"{pct(o['answered'])} | {pct(o['precision_answered'])} | "
                         f"{pct(table.get('AR', {}).get('refused_should'))} | {pct(a['refusal_recall'])} | "
                         f"{pct(a['refusal_precision'])} | {pct(o['declined_with_evidence'])} | "
+                        f"{pct(o['unsure_with_evidence'])} | "
                         f"{marks} |")
     if not rows:
         return []
     return ["## Answers (the configured answerer on each context; Overall = IE/MSR/TR/KU) ×100", "",
             "Coverage = answerable questions answered rather than declined; precision = correct among those answered "
             "(the judge's verdict with --judge, else token F1 >= 0.5); refusal recall on AR, and on every question "
-            "that should be declined (AR, or its gold evidence not all in the context); refusal precision = declines "
-            "that should have been; declined with evidence = answerable questions with all gold evidence in the "
-            "context declined anyway; mark errors = KU questions whose gold evidence the answerer read marked "
+            "that should be declined (AR, or its gold evidence not all in the context), a refusal being \"not in memory\"; refusal precision = "
+            "refusals that should have been; refused / not sure with evidence = answerable questions with all gold "
+            "evidence in the context refused or left \"not sure\" anyway; mark errors = KU questions whose gold evidence the answerer read marked "
             "superseded.", "",
             "| Method | Length | Token F1 | EM | Coverage | Precision among answered | Refusal recall (AR) | "
-            "Refusal recall (should decline) | Refusal precision | Declined with evidence | Mark errors (KU) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
+            "Refusal recall (should decline) | Refusal precision | Refused with evidence | Not sure with evidence | "
+            "Mark errors (KU) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def plots(metrics: dict, out: Path) -> list[Path]:

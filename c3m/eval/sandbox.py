@@ -63,6 +63,7 @@ class AnswerRecord:
 
     text: str
     declined: bool
+    refused: bool
     confidence: float | None
     span: str | None
     cited: tuple[str, ...]
@@ -185,8 +186,8 @@ class _State:
             if self.job.answer:
                 read = answer_view(ctx, mem.method, answerer)
                 a = answerer.answer(text, read, image_loader=mem.store.image_bytes)
-                ans = AnswerRecord(a.text, bool(getattr(a, "declined", False)), getattr(a, "confidence", None),
-                                   getattr(a, "span", None), tuple(a.cited))
+                ans = AnswerRecord(a.text, bool(getattr(a, "declined", False)), bool(getattr(a, "refused", False)),
+                                   getattr(a, "confidence", None), getattr(a, "span", None), tuple(a.cited))
             records.append(ReadRecord(ctx, read, ans))
         return {"records": records, "seconds": elapsed, "nodes_read": nodes_read, "touched": sorted(touched)}
 
