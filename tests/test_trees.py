@@ -88,3 +88,15 @@ def test_categorical_model_is_refused(tmp_path):
     booster.save_model(str(path))
     with pytest.raises(InvalidInput, match="categorical"):
         TreeEnsemble(path)
+
+
+def test_compiled_walk_equals_numpy_walk(monkeypatch):
+    """The numba walk and the numpy walk give the same scores, bit for bit (the numpy one runs without numba)."""
+    from c3m.read import trees
+
+    te = TreeEnsemble(SHIPPED)
+    rng = np.random.default_rng(7)
+    X = rows(rng, 500, len(te.feature_names), model_thresholds(SHIPPED))
+    compiled = te.predict(X)
+    monkeypatch.setattr(trees, "_WALK", [None])
+    assert np.array_equal(compiled, te.predict(X))

@@ -89,6 +89,12 @@ class TreeEnsemble:
         if R == 0 or T == 0:
             return np.zeros(R)
         flat = np.where(np.abs(X) <= ZERO, 0.0, X).ravel()  # LightGBM reads |x| <= 1e-35 as an absent 0
+        walk = _compiled_walk()
+        if walk is not None:  # the same walk, one (row, tree) at a time in compiled code (~10x faster)
+            leaf = np.empty(R * T, np.int64)
+            walk(flat, X.shape[1], self._roots, self._feature, self._threshold, self._child, self._nan_left,
+                 self._zero_type, self._default_left, self._has_zero_type, leaf)
+            return self._leaf[leaf].reshape(R, T).sum(1)
         cur = np.tile(self._roots, R)                                  # [R * T] global node ids
         offset = np.repeat(np.arange(R) * X.shape[1], T)
         leaf = np.where(cur < 0, -1 - cur, 0)
@@ -107,6 +113,41 @@ class TreeEnsemble:
             cur[live] = nxt
             live = live[~done]
         return self._leaf[leaf].reshape(R, T).sum(1)
+
+
+_WALK: list = []
+
+
+def _compiled_walk():
+    """The numba walk of every (row, tree) (``_walk_body``), or None without numba (then numpy walks them)."""
+    if not _WALK:
+        try:
+            from c3m_kernels._compat import have_numba, njit
+        except ImportError:
+            _WALK.append(None)
+        else:
+            _WALK.append(njit(_walk_body) if have_numba()[0] else None)
+    return _WALK[0]
+
+
+def _walk_body(flat, ncol, roots, feature, threshold, child, nan_left, zero_type, default_left, has_zero, out):
+    """``TreeEnsemble.predict``'s walk for one (row, tree) pair at a time: the leaf each reaches, into ``out``."""
+    T = len(roots)
+    R = len(out) // T if T else 0
+    for r in range(R):
+        base = r * ncol
+        for t in range(T):
+            g = roots[t]
+            while g >= 0:
+                x = flat[base + feature[g]]
+                if np.isnan(x):
+                    left = nan_left[g]
+                else:
+                    left = x <= threshold[g]
+                if has_zero and zero_type[g] and abs(x) <= ZERO:
+                    left = default_left[g]
+                g = child[2 * g + (0 if left else 1)]
+            out[r * T + t] = -1 - g
 
 
 def _parse(text: str) -> tuple[dict, list[dict]]:
