@@ -207,34 +207,32 @@ def feature_matrix(query: QueryInfo, cands: Sequence[Signals], *, first: datetim
     X[:, col["cold"]] = float(cold)
     key_words = {w for k in query.keys for w in k.split() if w not in STOP_WORDS}
     key_words = {stem(w) for w in key_words}
-    for i, (c, nd, held) in enumerate(zip(cands, nodes, held_sets)):
-        row = X[i]
-        if q_terms:
-            row[col["term_share"]] = len(q_terms & held) / len(q_terms)
-            row[col["rare_term"]] = float(bool(rare & held))
-        if query.numbers:
-            row[col["number_share"]] = len(query.numbers & numbers(nd.text)) / len(query.numbers)
-        if key_words:
-            row[col["key_share"]] = len(key_words & held) / len(key_words)
-        if query.windows:
-            days = min(w.days_outside(nd.time) for w in query.windows)
-            row[col["in_window"]] = float(days == 0)
-            row[col["window_days"]] = math.log1p(days)
-        row[col["recency"]] = (nd.time - first).total_seconds() / span
-        row[col["age_days"]] = math.log1p(max(0.0, (query.now - nd.time).total_seconds() / 86400))
-        row[col["role_user"]] = float(nd.role == "user")
-        row[col["text_len"]] = math.log1p(len(nd.text))
-        partner = (nd.turn_index + 1) if nd.role == "user" else (nd.turn_index - 1)
-        p = where.get((nd.session_id, partner))
-        if p is not None:
-            row[col["partner_cos"]] = cos[p]
-            row[col["partner_bm25"]] = bm[p]
-        for name, t in (("prev_cos", nd.turn_index - 1), ("next_cos", nd.turn_index + 1)):
-            j = where.get((nd.session_id, t))
-            if j is not None:
-                row[col[name]] = cos[j]
-        row[col["session_best_cos"]] = best_in_session[nd.session_id]
-        row[col["session_hits"]] = hits[nd.session_id]
-        row[col["via_round"]] = float(c.via_round)
-        row[col["channels"]] = c.channels
+    # the per-turn columns, built as lists and written once per column (a float32 cell gets the same value either way)
+    nan = math.nan
+    if q_terms:
+        X[:, col["term_share"]] = [len(q_terms & held) / len(q_terms) for held in held_sets]
+        X[:, col["rare_term"]] = [float(bool(rare & held)) for held in held_sets]
+    if query.numbers:
+        X[:, col["number_share"]] = [len(query.numbers & numbers(nd.text)) / len(query.numbers) for nd in nodes]
+    if key_words:
+        X[:, col["key_share"]] = [len(key_words & held) / len(key_words) for held in held_sets]
+    if query.windows:
+        days = [min(w.days_outside(nd.time) for w in query.windows) for nd in nodes]
+        X[:, col["in_window"]] = [float(d == 0) for d in days]
+        X[:, col["window_days"]] = [math.log1p(d) for d in days]
+    X[:, col["recency"]] = [(nd.time - first).total_seconds() / span for nd in nodes]
+    X[:, col["age_days"]] = [math.log1p(max(0.0, (query.now - nd.time).total_seconds() / 86400)) for nd in nodes]
+    X[:, col["role_user"]] = [float(nd.role == "user") for nd in nodes]
+    X[:, col["text_len"]] = [math.log1p(len(nd.text)) for nd in nodes]
+    partner = [where.get((nd.session_id, (nd.turn_index + 1) if nd.role == "user" else (nd.turn_index - 1)))
+               for nd in nodes]
+    X[:, col["partner_cos"]] = [cos[p] if p is not None else nan for p in partner]
+    X[:, col["partner_bm25"]] = [bm[p] if p is not None else nan for p in partner]
+    for name, step in (("prev_cos", -1), ("next_cos", 1)):
+        near = (where.get((nd.session_id, nd.turn_index + step)) for nd in nodes)
+        X[:, col[name]] = [cos[j] if j is not None else nan for j in near]
+    X[:, col["session_best_cos"]] = [best_in_session[nd.session_id] for nd in nodes]
+    X[:, col["session_hits"]] = [hits[nd.session_id] for nd in nodes]
+    X[:, col["via_round"]] = [float(c.via_round) for c in cands]
+    X[:, col["channels"]] = [c.channels for c in cands]
     return X
