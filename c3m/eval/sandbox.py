@@ -103,6 +103,10 @@ def _serve(conn, job: Job) -> None:
                 return
             reply = getattr(state, kind)(*args)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        from .guard import _ACTIVE
+
+        if _ACTIVE and _ACTIVE[0].tripped:  # a refusal the method caught outranks whatever failed after it
+            exc = _ACTIVE[0].tripped[0]
         try:
             attrs = {k: v for k, v in vars(exc).items() if isinstance(v, (str, int, float, bool, type(None)))}
             conn.send(("error", (type(exc).__module__, type(exc).__qualname__, str(exc), attrs,
