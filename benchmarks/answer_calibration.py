@@ -69,7 +69,7 @@ def build(args) -> None:
 
 
 def _answer(row, answerer):
-    from c3m.read.timeline import annotate
+    from c3m.language.timeline import annotate
 
     ctx = annotate(row["context"], index_chains=row["index_chains"])
     return ctx, answerer.answer(row["question"], ctx)
@@ -77,7 +77,7 @@ def _answer(row, answerer):
 
 def mark_errors(row, ctx) -> list[str]:
     """Synthetic KU: a gold evidence turn marked superseded; any chain step naming a turn not about its subject."""
-    from c3m.read.timeline import mentions
+    from c3m.language.timeline import mentions
 
     errs = []
     by_id = {i.node_id: i for i in ctx.items if i.text.strip() and i.form.value in ("raw_text", "caption")}

@@ -386,7 +386,7 @@ class ContextItem:
     #: states. The harness checks that each is a stored, unredacted node of the namespace; the evidence check
     #: credits the item for those turns only
     covers: tuple[str, ...] = ()
-    #: where the item stands in an update chain of the context (``c3m.read.timeline``): ``current`` (the
+    #: where the item stands in an update chain of the context (``c3m.language.timeline``): ``current`` (the
     #: latest state), ``superseded`` (a later turn changed it; ``superseded_at`` says when) or "" (no change
     #: known). Metadata for the answerer; it charges nothing and selects nothing.
     status: str = ""
@@ -451,7 +451,7 @@ class Context:
     use: BudgetUse
     budget: ReaderBudget
     trace: RouteTrace
-    #: update chains over the context's items (``c3m.read.timeline``), filled on the answer path
+    #: update chains over the context's items (``c3m.language.timeline``), filled on the answer path
     chains: tuple[UpdateChain, ...] = ()
 
     def step_of(self, node_id: str) -> tuple[UpdateChain, int] | None:

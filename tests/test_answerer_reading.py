@@ -1,15 +1,15 @@
 """The pieces the offline answerer and the update chains share (#42): what a question asks
-(``c3m.read.question``), which values a sentence states about a subject (``c3m.read.attributes``) and where things
-stand relative to each other (``c3m.read.spatial``)."""
+(``c3m.language.question``), which values a sentence states about a subject (``c3m.language.attributes``) and where things
+stand relative to each other (``c3m.language.spatial``)."""
 from __future__ import annotations
 
 from datetime import datetime
 
 import pytest
 
-from c3m.read.attributes import changed_without_value, hypothetical, mentions, values
-from c3m.read.question import analyse
-from c3m.read import spatial
+from c3m.language.attributes import changed_without_value, hypothetical, mentions, values
+from c3m.language.question import analyse
+from c3m.language import spatial
 
 
 @pytest.mark.parametrize("question,kind,attribute,subject,intent", [

@@ -13,7 +13,7 @@ from datetime import datetime
 import pytest
 
 from c3m.models import ExtractiveAnswerer
-from c3m.read.timeline import annotate
+from c3m.language.timeline import annotate
 from c3m.types import BudgetUse, Context, ContextItem, EvidenceForm, ImageRef, Provenance, ReaderBudget, RouteTrace
 
 WEEK = [datetime(2026, 1, 5 + 7 * k, 19, 30) if 5 + 7 * k <= 31 else datetime(2026, 2, 5 + 7 * k - 31, 19, 30)

@@ -16,7 +16,7 @@ from c3m.read import features as F
 from c3m.read.features import FEATURES, QueryInfo, Signals, feature_matrix, pool_bm25, stem, terms
 from c3m.read.pipeline import search_words
 from c3m.read.rerank import SHIPPED, FusionReranker, LgbmReranker, make_reranker
-from c3m.read.when import question_windows
+from c3m.language.when import question_windows
 from c3m.types import Provenance, RawNode, ReaderBudget
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,9 +1,9 @@
-"""Time windows a question names (c3m.read.when): every supported phrase, relative to the time it is asked."""
+"""Time windows a question names (c3m.language.when): every supported phrase, relative to the time it is asked."""
 from datetime import datetime
 
 import pytest
 
-from c3m.read.when import TimeWindow, question_windows
+from c3m.language.when import TimeWindow, question_windows
 
 NOW = datetime(2024, 7, 24, 18, 15)
 

@@ -243,7 +243,7 @@ class MemoryMethod(ABC):
     # -- answer path ---------------------------------------------------------------------------
     @property
     def timeline_anchors(self) -> str:
-        """The anchor extractor read-time update chains describe texts with (``c3m.read.timeline``): the
+        """The anchor extractor read-time update chains describe texts with (``c3m.language.timeline``): the
         method's own ``anchors`` option when it has one (c3m, hivemem, facts), so chains use its keys."""
         return getattr(getattr(self, "cfg", None), "anchors", "auto")
 
@@ -253,9 +253,9 @@ class MemoryMethod(ABC):
         return []
 
     def annotate(self, context: Context) -> Context:
-        """The context with update chains and current/superseded marks (``c3m.read.timeline``): the write
+        """The context with update chains and current/superseded marks (``c3m.language.timeline``): the write
         path's chains first, read-time chains over the rest. Selects and charges nothing."""
-        from ..read.timeline import annotate
+        from ..language.timeline import annotate
         from ..write.units import describer
 
         return annotate(context, index_chains=self.update_chains(context),

@@ -591,7 +591,7 @@ class C3M(MemoryMethod):
 
     def update_chains(self, context: Context) -> list:
         """RAMU's Update versions of each entry (not spills, which mix subjects) over the context's items."""
-        from ..read.timeline import index_chain
+        from ..language.timeline import index_chain
 
         chains = []
         for e in self.index.ordered():

@@ -2,19 +2,19 @@
 
 It answers only what it can read off the evidence, and says so when it cannot:
 
-- **an answer** is a short span of the type the question asks (``c3m.read.question``): a value (colour, material,
+- **an answer** is a short span of the type the question asks (``c3m.language.question``): a value (colour, material,
   shape, size, pattern, job, brand, number plate), a count, a name, a place, a date, what stands left / right / above / below a thing
-  (``c3m.read.spatial``, mostly from captions), or one of the choices the question offers ("which came first, my
+  (``c3m.language.spatial``, mostly from captions), or one of the choices the question offers ("which came first, my
   violin or my teapot?", "before or after ...?"). The span is taken from the evidence and
   cited; the text leads with it ("blue (since 2026-04-02): <the sentence that states it>") and ``Answer.span``
-  holds it alone. A value comes from the one chain definition (``c3m.read.timeline``): the value stated **about
+  holds it alone. A value comes from the one chain definition (``c3m.language.timeline``): the value stated **about
   the asked subject**, the latest one for "now / currently" (and no cue), the first one for "originally / first /
   used to / before", the latest one before a date the question bounds ("Before 17 June 2024, ...");
 - **"Not sure; the closest evidence: ..."** (``declined``) when the evidence is there but no span of the asked
   type can be read from it (a description, a list, a reason, a yes/no it cannot verify, an attribute only a
   picture shows), or when its calibrated confidence in the span is below ``ANSWER_AT``: the closest sentence is
   returned as evidence, never dressed as an answer;
-- **"Not in memory"** (``declined``) when no item states the asked attribute of the asked subject: no item of
+- **"Not in memory"** (``declined`` and ``refused``) when no item states the asked attribute of the asked subject: no item of
   the context is about the user's thing the question names ("my dog", "my sister's car"; an item that only
   mentions it with no word for the attribute and no picture counts as not stating it), or a question asks about
   a change ("Which new colour did I give my bucket?") when only the first state was ever stated. A question
@@ -31,11 +31,11 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from ..read.attributes import (_WORDS_OF, ATTRIBUTE_HINTS, CHANGE_CUES, NUMBER_WORDS, STATED_CHANGE, VISUAL,
+from ..language.attributes import (_WORDS_OF, ATTRIBUTE_HINTS, CHANGE_CUES, NUMBER_WORDS, STATED_CHANGE, VISUAL,
                                about_clauses, changed_without_value, fold, hypothetical, mentions, values)
-from ..read import spatial
-from ..read.question import NOW_CUES, PAST_CUES, Query, analyse, temporal_intent  # noqa: F401 (re-exported)
-from ..read.timeline import Found, event_time, item_text, owned, subject_chain
+from ..language import spatial
+from ..language.question import NOW_CUES, PAST_CUES, Query, analyse, temporal_intent  # noqa: F401 (re-exported)
+from ..language.timeline import Found, event_time, item_text, owned, subject_chain
 from ..types import Answer, Context, ContextItem, EvidenceForm
 
 VERSION = "extractive-v3"
@@ -217,7 +217,7 @@ class ExtractiveAnswerer:
 
     def _beside(self, q: Query, items, context) -> Answer | None:
         """"What is on the right side of my cooler?", "Which shop is under the McDonald's sign?": a relation a
-        sentence (most often a photo's caption) states (``c3m.read.spatial``); the first showing for "first"."""
+        sentence (most often a photo's caption) states (``c3m.language.spatial``); the first showing for "first"."""
         got = spatial.asked(q.question, q.subject)
         if got is None:
             return None
@@ -392,7 +392,7 @@ class ExtractiveAnswerer:
 
     def _not_in_memory(self, q: Query, context, why: str) -> Answer:
         self.last_route, self.last_span = "not-in-memory", None
-        return Answer(f"Not in memory: {why}.", context, self.name, declined=True,
+        return Answer(f"Not in memory: {why}.", context, self.name, declined=True, refused=True,
                       confidence=CALIBRATION["not-in-memory"])
 
     def _not_sure(self, q: Query, context, item: ContextItem, sentence: str, conf: float) -> Answer:

@@ -1,7 +1,7 @@
 """What an answerer reads: the measured context plus the answer path's annotations.
 
 Two additions, both after the harness's (or ``Memory.retrieve``'s) budget measurement and both selecting
-nothing: update chains with current/superseded marks (``MemoryMethod.annotate``, ``c3m.read.timeline``), and,
+nothing: update chains with current/superseded marks (``MemoryMethod.annotate``, ``c3m.language.timeline``), and,
 for an answerer that cannot see images (``sees_images`` False: extractive, SmolLM2, a text-only local model),
 a CAPTION item after each item with images, holding the write-time perception backend's captions. The
 evaluation harness measures the context with those captions (they are charged as text tokens of derived

@@ -3,7 +3,7 @@
 The channels (``c3m.read.pipeline``) say how each turn was found — its cosine to the question, its full-text rank in
 the Cold Store, the index's route (page, entry, expansion, update chain) — and this module adds what a single
 similarity cannot see: whether the turn holds the question's rare words, names and numbers; whether its session falls
-in a period the question names (``c3m.read.when``); where it sits in the history; who spoke; and how its round
+in a period the question names (``c3m.language.when``); where it sits in the history; who spoke; and how its round
 partner and its session scored. A missing signal is NaN (a channel that did not find the turn, a question with no
 number), which the tree model routes on its own.
 
@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .when import TimeWindow
+from ..language.when import TimeWindow
 
 #: the feature columns, in order (a model file names them; ``c3m.read.rerank`` refuses a model with others)
 FEATURES = (

@@ -7,7 +7,7 @@
      (``NodeKeys``; one ragged ``candidate_topk`` launch for the whole batch).
    - *cold lexical*: the Cold Store's own full-text search (``ColdStore.search_text``: SQLite FTS5 BM25,
      PostgreSQL ``ts_rank``) over the question's content words.
-   - *window*: when the question names a period (``c3m.read.when``), the turns of that period's sessions, best by
+   - *window*: when the question names a period (``c3m.language.when``), the turns of that period's sessions, best by
      cosine (a question about "last May" should see May even when May's wording is far from the question's).
    The Cold-Store channels run only when ``cold`` is on; the strictly bounded reader (``cold=False``) never calls
    them, and everything it shows is reachable through the pages it routed to.
@@ -35,7 +35,7 @@ import numpy as np
 from ..types import node_id_for
 from .features import STOP_WORDS, QueryInfo, Signals, feature_matrix
 from .scorers import NodeKeys, query_terms
-from .when import question_windows
+from ..language.when import question_windows
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What a question asks: its subject, the attribute it asks about, the answer type, and its sense of time.
 
-A small rule reader of English questions (no model), shared by the update chains (``c3m.read.timeline``) and the
+A small rule reader of English questions (no model), shared by the update chains (``c3m.language.timeline``) and the
 offline answerer (``c3m.models.answer``), so the chain the prompt shows and the span the answerer extracts are
 about the same thing:
 
@@ -15,7 +15,7 @@ about the same thing:
 - ``owner``: whose the subject is when the question says so ("my sister's bike"); a subject with no owner is the
   user's, and a clause about someone else's ("Anna's bike", "her bike") is not about it;
 - ``intent``: ``now`` | ``past`` | ``when`` | "" (``temporal_intent``); ``before``: a date the question bounds
-  the answer by ("Before 17 June 2024, ..."), resolved against ``now`` by ``c3m.read.when``.
+  the answer by ("Before 17 June 2024, ..."), resolved against ``now`` by ``c3m.language.when``.
 
 Generic English, written from the language (tuned on the dev splits only).
 """

@@ -4,15 +4,15 @@ Retrieval ranks by relevance, so "I painted my bike red" and "I repainted my bik
 answerer may answer *now* with the old state. This module says which items are the latest state of the thing the
 question asks about, which were superseded, and when. One definition (``subject_chain``) for every source:
 
-- a chain is about **one subject** — the question's (``c3m.read.question.analyse``: "my bike" -> ``bike``),
+- a chain is about **one subject** — the question's (``c3m.language.question.analyse``: "my bike" -> ``bike``),
   followed through its names ("my cat" = Biscuit = Nebula after "I renamed Biscuit to Nebula": every name the
   context states for the subject becomes one of its names) and a pronoun that starts the next clause — and **one
   attribute**: the one the question asks (colour, material, shape, size, pattern, name, count, place, job); a
   question that asks none ("Tell me about my bike") gets no chain;
-- a step's values are those ``c3m.read.attributes.values`` finds stated **about the subject** (adjectives of other
+- a step's values are those ``c3m.language.attributes.values`` finds stated **about the subject** (adjectives of other
   entities never become states); only the user's own things get a chain (``owned``); a value different from the latest one opens a step, a restated one joins it;
 - a step's time is its turn's session time, or a date the text names ("last Tuesday", "on 3 May") resolved
-  against it (``c3m.read.when``);
+  against it (``c3m.language.when``);
 - **index chains** (c3m's RAMU Update versions, ``C3M.update_chains``) are held to the same definition: an index
   chain is kept only when the question's chain is built over the same turns (it then carries the index's
   ``source`` and ``entry_id``); an index chain about another subject, or one the definition cannot read, is
