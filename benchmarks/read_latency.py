@@ -39,12 +39,12 @@ sys.path.insert(0, str(ROOT))
 
 #: (stage, "module:attribute") — the read path's stage functions, wrapped with a clock for the single reads. A
 #: missing attribute is an error (the smoke test catches a renamed stage), not a silently empty column.
-STAGES = (("embed", "c3m.methods.c3m:query_vectors"), ("describe", "c3m.methods.c3m:_describe_many"),
-          ("route", "c3m.methods.c3m:segments_scores"), ("route", "c3m.methods.c3m:C3M._route"),
-          ("route", "c3m.methods.c3m:expand_many"), ("route", "c3m.methods.c3m:C3M._members"),
-          ("index pool", "c3m.methods.c3m:expand_pools"), ("channels + features", "c3m.methods.c3m:gather"),
-          ("rerank", "c3m.methods.c3m:rerank"), ("compose + solve", "c3m.methods.c3m:compose_plan"),
-          ("compose + solve", "c3m.methods.c3m:solve_many"), ("compose + solve", "c3m.methods.c3m:compose_finish"))
+STAGES = (("embed", "c3m.read.reader:query_vectors"), ("describe", "c3m.read.reader:describe_many"),
+          ("route", "c3m.read.reader:segments_scores"), ("route", "c3m.read.reader:route_one"),
+          ("route", "c3m.read.reader:expand_many"), ("route", "c3m.read.reader:members"),
+          ("index pool", "c3m.read.reader:expand_pools"), ("channels + features", "c3m.read.reader:gather"),
+          ("rerank", "c3m.read.reader:rerank"), ("compose + solve", "c3m.read.reader:compose_plan"),
+          ("compose + solve", "c3m.read.reader:solve_many"), ("compose + solve", "c3m.read.reader:compose_finish"))
 
 
 def _owner(path: str):

@@ -17,7 +17,7 @@ So every bounded baseline here
   (``c3m.read.bmer.route``, β = 0), each routed entry expanded into its Raw Nodes (``expand_pool``: pool by
   cos(q, node) + η·s(q, e)), or, for an entry of kind ``summary``, shown as its text (a SUMMARY item: derived
   text that takes no Raw-Node slot); the candidates are then taken best-first while they fit the reader budget,
-  the rule ``dense-topk`` uses. A baseline may add candidates (``widen``: CDRs's one-hop graph expansion) and
+  the rule ``dense-topk`` uses (the selection stage's greedy mode, ``c3m.read.select``). A baseline may add candidates (``widen``: CDRs's one-hop graph expansion) and
   re-rank them (``rerank``: CDRs's query-local conflict detection) before the selection.
 """
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 from ..index.active import MAX_ENTITIES, MAX_STATES, ActiveIndex, IndexEntry, merge_pointers, normalize
 from ..models.summary import LeadSummarizer
 from ..read.bmer import BmerConfig, expand_pool, route
+from ..read.select import greedy, item_cost
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace, node_id_for
 from ..write.units import describer
 from .base import MemoryMethod
@@ -263,17 +264,21 @@ class BoundedIndexMethod(MemoryMethod):
         pool, reranked = self.rerank(question, pool)
         expanded = sorted(set(expanded) | set(widened))
         count = self.models.token_counter.count
-        use, shown, chosen, dropped = BudgetUse(), set(), [], []
+        priced = []  # (value, kind, node, entry, text, tokens): a node item shows its text and images, a summary its text
         for value, kind, node, e in pool:
             text = node.text if kind == "node" else e.text
-            tokens = count(text)
-            new_images = ({im.sha256 for im in node.images} - shown) if kind == "node" else set()
-            step = BudgetUse(0, 1 if kind == "node" else 0, len(new_images), tokens)
-            if not (use + step).fits(budget):
-                dropped.append(node.node_id)
-                continue
-            use, shown = use + step, shown | new_images
-            chosen.append((value, kind, node, e, text, tokens))
+            priced.append((value, kind, node, e, text, count(text)))
+
+        def cost(k, shown):
+            _, kind, node, _, _, tokens = priced[k]
+            images = node.images if kind == "node" else ()
+            return (item_cost(raw_node=kind == "node", images=images, tokens=tokens, shown=shown),
+                    {im.sha256 for im in images})
+
+        filled = greedy(range(len(priced)), budget, cost)  # the selection stage's greedy mode (best-first, skip)
+        chosen = [priced[k] for k in filled.chosen]
+        dropped = [priced[k][2].node_id for k in filled.dropped]
+        use = filled.use
         chosen.sort(key=lambda c: (c[2].time, c[2].session_id, c[2].turn_index, c[1]))
         items = tuple(ContextItem(n.node_id, n.provenance, n.role,
                                   EvidenceForm.RAW_TEXT if kind == "node" else EvidenceForm.SUMMARY, text,

@@ -8,7 +8,8 @@ returned for the maintenance log.
 Read — the **unified reader** (``reader="unified"``, default): BMER routes pages → entries (``read.bmer``);
 anchor-graph expansion adds the one-hop neighbour entries the routing missed (``read.expand``); the routed and
 expanded entries' Raw Nodes become memories whose evidence forms (raw text, caption, raw image, grounded crop)
-are chosen by the selector and ``budget_solve`` under the joint reader budget (``read.compose``).
+are chosen by the selector and solved under the joint reader budget (``read.compose``, ``read.select``); the
+stages run in ``c3m.read.reader``, this class supplies the index (``reader.IndexSource``).
 ``reader="c3m"`` is the C3M-only reader (raw text + original images, ``read.bmer.select``).
 
 Options (``MemoryConfig.method_options``) are the fields of ``C3MConfig``, validated once; paper values where
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,16 +28,16 @@ import numpy as np
 from ..errors import InvalidInput
 from ..models.relation_head import RELATION_HEADS, is_relation_head_name, make_relation_head
 from ..models.summary import LeadSummarizer
-from ..read.batch import query_vectors, segments_scores, solve_many
-from ..read.bmer import BmerConfig, expand_pools, lexical, route, routing_keys, select
-from ..read.compose import (FORM_NAMES, SELECTORS, Candidate, ComposeConfig, compose_finish, compose_plan,
-                            is_selector_name, make_selector, solve_instance)
-from ..read.expand import anchor_graph, expand_many, plan_expansion
-from ..read.features import terms
-from ..read.pipeline import IndexHits, PipelineConfig, Request, gather, ranked, rerank
+from ..read import reader
+from ..read.bmer import BmerConfig, routing_keys
+from ..read.channels import make_channels
+from ..read.compose import FORM_NAMES, SELECTORS, Candidate, ComposeConfig, is_selector_name, make_selector
+from ..read.expand import anchor_graph
+from ..read.features import extra_columns, terms
+from ..read.pipeline import Gathered, PipelineConfig
 from ..read.rerank import RERANKERS, make_reranker
 from ..read.scorers import NodeKeys
-from ..types import BudgetUse, Context, RawNode, ReaderBudget, RouteTrace, node_id_for
+from ..types import Context, RawNode, ReaderBudget, node_id_for
 from ..write.capacity import enforce
 from ..index.active import MAX_VISUAL, ActiveIndex, normalize, top_counts
 from ..write.ramu import apply, decide, propose, session_scores
@@ -50,8 +51,10 @@ _BACKGROUND = frozenset({"background", "wall", "table", "floor", "street", "road
 
 
 @dataclass(frozen=True)
-class C3MConfig:
-    """Every option of ``c3m`` (write, BMER routing, expansion, composition); a preset or an ablation is a value."""
+class C3MConfig(PipelineConfig):
+    """Every option of ``c3m`` (write, BMER routing, expansion, composition); a preset or an ablation is a value. The
+    reranked reader's options (``cold``, ``cold_k``, ``window_k``, ``rounds``, ``pool``, ``length_price``,
+    ``channels``, ``features``) are ``c3m.read.pipeline.PipelineConfig``'s, inherited, not copied."""
 
     # write (RAMU, C3M §2.1)
     delta: float = 0.6             # δ: confidence needed to Merge/Update
@@ -71,14 +74,9 @@ class C3MConfig:
     lexical: float = 0.3
     entry_boost: float = 0.3
     lam: float = 0.05
-    pool: int = 48
-    # read: the Cold-Store channels and the reranker (c3m.read.pipeline)
-    cold: bool = True              # also search the Cold Store (False: the strictly bounded reader)
+    # read: the channels and the reranker (c3m.read.pipeline; cold, cold_k, window_k, rounds, pool, length_price,
+    # channels and features are PipelineConfig's)
     reranker: str = "auto"         # auto | lgbm | lgbm:PATH | rrf | bmer (the reader before reranking: BMER order)
-    cold_k: int = 32
-    window_k: int = 16
-    rounds: bool = True            # round partners (the reply to a user turn, the question before a reply)
-    length_price: float = 0.2      # reranked order: z(score) − price · log(1 + chars / 4) (read.pipeline.ranked)
     rerank_lam: float = 0.0        # session-coverage weight in composition after the reranker (lam: without it)
     # read: the unified reader
     reader: str = "unified"        # "unified" | "c3m" (C3M-only: raw text + original images)
@@ -127,6 +125,8 @@ class C3MConfig:
         if bad or not self.forms:
             raise InvalidInput("method_options.forms", f"unknown or empty evidence forms {list(self.forms)}",
                                fix=f"choose a non-empty subset of {list(FORM_NAMES)}")
+        make_channels(self.channels)  # unknown names refused here, naming the option
+        extra_columns((), self.features)
         for k in ("candidates", "entries_k", "pool", "k_exp", "k_edge", "unit_tokens", "summary_tokens", "threshold",
                   "lam_tokens", "gamma", "lam", "capacity_room", "cold_k", "window_k", "length_price",
                   "rerank_lam"):
@@ -142,8 +142,7 @@ class C3MConfig:
         return self.reader == "unified" and self.reranker != "bmer"
 
     def pipeline(self) -> PipelineConfig:
-        return PipelineConfig(cold=self.cold, cold_k=self.cold_k, window_k=self.window_k, rounds=self.rounds,
-                              pool=self.pool, length_price=self.length_price)
+        return PipelineConfig(**{f.name: getattr(self, f.name) for f in fields(PipelineConfig)})
 
     def compose(self) -> ComposeConfig:
         """Composition's settings. After the reranker the session-coverage bonus is ``rerank_lam`` (default 0): the
@@ -184,16 +183,17 @@ class C3M(MemoryMethod):
     paper = "C3M + HiVe-Mem reader (this project)"
 
     preset: C3MConfig = C3MConfig()
-    read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "pool", "reader", "expansion",
+    read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "reader", "expansion",
                               "expansion_pages",
                               "k_exp", "k_edge", "visual_anchors", "idf", "forms", "selector", "threshold",
-                              "lam_tokens", "image_token_model", "cold", "reranker", "cold_k", "window_k", "rounds",
-                              "length_price", "rerank_lam"})
+                              "lam_tokens", "image_token_model", "reranker", "rerank_lam"}
+                             | {f.name for f in fields(PipelineConfig)})
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.cfg = C3MConfig.from_options(self.options, self.name, self.preset)
         self.read_cfg = self.cfg.bmer()
+        self.pipeline_cfg = self.cfg.pipeline()
         self.compose_cfg = self.cfg.compose()
         self.selector = (make_selector(self.cfg.selector, dim=self.models.text_embedder.dim)
                          if self.cfg.reader == "unified" else None)
@@ -220,9 +220,13 @@ class C3M(MemoryMethod):
                 if f.name not in self.read_options and getattr(self.cfg, f.name) != getattr(self.preset, f.name)}
 
     # -- state -------------------------------------------------------------------------------
+    def _read_caches_index(self) -> None:
+        """Forget what the read path derived from the index (routing keys, the anchor graph, the time span)."""
+        self._route_keys, self._graph, self._span = None, False, None
+
     def _read_caches(self) -> None:
         """Forget what the read path derived from the index or the store (after a reset, a load or a forget)."""
-        self._route_keys, self._graph, self._span = None, False, None
+        self._read_caches_index()
         if self.node_keys is not None:
             self.node_keys.clear()
         self._terms.clear()
@@ -303,7 +307,7 @@ class C3M(MemoryMethod):
     def observe(self, session_id: str, nodes: Sequence[RawNode]) -> list[dict]:
         """RAMU over the session's units (their similarities to the index scored in one call), the page labels once,
         then the capacity policy's one planned step (``write.capacity``)."""
-        self._route_keys, self._graph, self._span = None, False, None  # the index changes below
+        self._read_caches_index()  # the index changes below
         actions = []
         c = self.cfg
         units = self._units(nodes)
@@ -325,19 +329,36 @@ class C3M(MemoryMethod):
                            room=math.ceil(c.capacity_room * intake), planned=c.capacity == "planned")
         return actions
 
-    # -- read --------------------------------------------------------------------------------
-    @staticmethod
-    def _keys(described) -> set[str]:
-        ents, states, *_ = described
-        return set(ents) | set(states) | {w for k in ents for w in k.split()}
+    # -- read: the index channel's source for c3m.read.reader (IndexSource) -----------------------------
+    def retrieve(self, question: str, budget: ReaderBudget) -> Context:
+        return C3M._read_batch([(self, question, budget)])[0]
 
-    def _routing_keys(self) -> np.ndarray:
+    @staticmethod
+    def _read_batch(requests) -> list[Context]:
+        """The read path (``c3m.read.reader.read_batch``) for a batch of (method, question, budget) over any tenants;
+        ``retrieve`` is the batch of one."""
+        return reader.read_batch([reader.ReadRequest(m, q, b) for m, q, b in requests])
+
+    def rerank_inputs(self, questions: Sequence[str], budget: ReaderBudget) -> list[Gathered | None]:
+        """The reranker's input for each question on this index (``reader.rerank_inputs``): what
+        ``training/train_reranker.py`` learns from is exactly what the read path ranks."""
+        if not self.reranked:
+            raise InvalidInput("method_options.reranker", "the bmer reader has no reranker inputs",
+                               fix="use reranker=auto, lgbm or rrf")
+        return reader.rerank_inputs(self, questions, budget)
+
+    def retrieval_pool(self, question: str, budget: ReaderBudget) -> tuple[np.ndarray, list[Candidate]]:
+        """The unified reader's memories before composition (``reader.retrieval_pool``): the selector's training data
+        (``training/train_selector_ppo.py``) is exactly what composition would be handed."""
+        return reader.retrieval_pool(self, question, budget)
+
+    def route_keys(self) -> np.ndarray:
         """``bmer.routing_keys`` of the current index, kept until the index changes (observe / load / reset)."""
         if self._route_keys is None:
             self._route_keys = routing_keys(self.index)
         return self._route_keys
 
-    def _anchor_graph(self):
+    def index_graph(self):
         """``expand.anchor_graph`` of the current index, kept like the routing keys."""
         if self._graph is False:
             c = self.cfg
@@ -345,216 +366,7 @@ class C3M(MemoryMethod):
                                        device=self.device)
         return self._graph
 
-    def retrieve(self, question: str, budget: ReaderBudget) -> Context:
-        return C3M._read_batch([(self, question, budget)])[0]
-
-    @staticmethod
-    def _read_batch(requests) -> list[Context]:
-        """The read path for a batch of (method, question, budget) over any tenants, stage by stage: one embedding
-        call, one anchor-extraction call, one ragged launch for routing scores, one for every question's node pool,
-        one budget solve for every composition. Routing, expansion and composition run per question in between
-        (a few dozen entries each). ``retrieve`` is the batch of one."""
-        Q, keys, out, staged, pools, device = C3M._stage(requests)
-        plans, solving = [], []
-        reranked = [(i, found, got) for (i, found), got in zip(staged, pools) if requests[i][0].reranked]
-        for (i, (pages, members, routed, expanded_n)), (ids, pool) in zip(staged, pools):
-            m, question, budget = requests[i]
-            if m.reranked:
-                continue
-            cands, trace = m._candidates(pages, members, routed, expanded_n, ids, pool)
-            plans.append((i, m, cands, trace))
-        if reranked:
-            plans += C3M._rerank(requests, Q, keys, reranked, device)
-        for i, m, cands, trace in plans:
-            question, budget = requests[i][1], requests[i][2]
-            plan = compose_plan(question, Q[i], cands, budget, m.compose_cfg, selector=m.selector,
-                                vectors=m.node_vectors, count=m.models.token_counter.count, trace=trace)
-            if isinstance(plan, Context):
-                out[i] = plan
-            else:
-                solving.append((i, plan, solve_instance(plan, m.compose_cfg)))
-        solved = iter(solve_many([inst for _, _, inst in solving if inst is not None], device=device))
-        for i, plan, inst in solving:
-            out[i] = compose_finish(plan, next(solved) if inst is not None else np.zeros(0, bool))
-        return out  # type: ignore[return-value]
-
-    @staticmethod
-    def _stage(requests):
-        """The stages every reader shares: embed, describe, route (one ragged launch) and expand every question; the
-        C3M-only reader (``reader="c3m"``) finishes here. Returns (Q, keys, contexts so far, staged, index pools,
-        device)."""
-        ms = [m for m, _, _ in requests]
-        questions = [q for _, q, _ in requests]
-        for m in dict.fromkeys(ms):
-            if m.node_keys is not None:
-                m.node_keys.sync()
-        Q = query_vectors([m.models.text_embedder for m in ms], questions)
-        keys = _describe_many(ms, questions)
-        device = ms[0].device if ms else "cpu"
-        cos = segments_scores(Q, [m._routing_keys() for m in ms], device=device)
-        out: list[Context | None] = [None] * len(requests)
-        routes = []
-        for i, (m, question, budget) in enumerate(requests):
-            if m.cfg.reader == "c3m":
-                out[i] = select(m.index, m.namespace, question, Q[i], keys[i], budget, m.read_cfg,
-                                vectors=m.node_vectors, get_nodes=m.store.get_nodes,
-                                count=m.models.token_counter.count, method=m.name, cos=cos[i], device=device)
-                continue
-            got = m._route(question, Q[i], keys[i], budget, cos[i])
-            if isinstance(got, Context):
-                out[i] = got
-            else:
-                routes.append((i, got))
-        # every question's expansion in one anchor_scores call per tenant graph (read.expand.expand_many)
-        expansions = expand_many([requests[i][0]._plan_expansion(Q[i], route) for i, route in routes])
-        staged = [(i, requests[i][0]._members(Q[i], keys[i], route, found))
-                  for (i, route), found in zip(routes, expansions)]
-        lookups = [requests[i][0].node_keys.id_vectors if requests[i][0].node_keys is not None else None
-                   for i, _ in staged]
-        pools = expand_pools([requests[i][0]._pool_job(Q[i], found) for i, found in staged], device=device,
-                             id_vectors=lookups)
-        return Q, keys, out, staged, pools, device
-
-    def rerank_inputs(self, questions: Sequence[str], budget: ReaderBudget) -> list:
-        """The reranker's input for each question on this index: a ``pipeline.Gathered`` (candidates and their
-        feature rows), or None when nothing was routed. What ``training/train_reranker.py`` learns from is exactly
-        what the read path ranks."""
-        if not self.reranked:
-            raise InvalidInput("method_options.reranker", "the bmer reader has no reranker inputs",
-                               fix="use reranker=auto, lgbm or rrf")
-        requests = [(self, q, budget) for q in questions]
-        Q, keys, _, staged, pools, device = C3M._stage(requests)
-        got = C3M._gather(requests, Q, keys, [(i, f, p) for (i, f), p in zip(staged, pools)], device)[1]
-        out: list = [None] * len(questions)
-        for (i, _), g in zip(staged, got):
-            out[i] = g
-        return out
-
-    @staticmethod
-    def _gather(requests, Q, keys, staged, device: str):
-        """Channels, fusion and feature rows for the staged requests (``pipeline.gather``): (pipeline requests,
-        their ``Gathered``)."""
-        reqs = []
-        for i, (pages, members, n_routed, n_expanded), (ids, pool) in staged:
-            m = requests[i][0]
-            first, now = m._time_span()
-            hits = IndexHits(pages, members, n_routed, n_expanded, ids, pool,
-                             m._page_reach(pages) if not m.searches_cold_store and m.cfg.rounds else frozenset())
-            reqs.append(Request(requests[i][1], Q[i], frozenset(keys[i]), hits, now, m.cfg.pipeline(), m.node_keys,
-                                m.store, m.namespace, m.node_vectors, m._node_terms, first))
-        return reqs, gather(reqs, device=device)
-
-    @staticmethod
-    def _rerank(requests, Q, keys, staged, device: str) -> list[tuple]:
-        """The reranked read (``c3m.read.pipeline``) for the staged requests: the index channel's hits, the Cold-Store
-        channels, round partners, one reranker call; returns (request, method, candidates, trace) for composition."""
-        reqs, gathered = C3M._gather(requests, Q, keys, staged, device)
-        by_reranker: dict[int, list[int]] = {}
-        for k, (i, _, _) in enumerate(staged):
-            by_reranker.setdefault(id(requests[i][0].reranker), []).append(k)
-        scores: list = [None] * len(staged)
-        for ks in by_reranker.values():
-            for k, sc in zip(ks, rerank([gathered[k] for k in ks], requests[staged[ks[0]][0]][0].reranker)):
-                scores[k] = sc
-        out = []
-        for (i, (pages, members, n_routed, n_expanded), (ids, _)), g, sc, r in zip(staged, gathered, scores, reqs):
-            m = requests[i][0]
-            top = ranked(g, sc, m.cfg.pool, m.cfg.length_price)
-            nodes = [c.node for c, _ in top]
-            seen = m.perception(nodes) if any(n.images for n in nodes) else {}
-            owner = {n.node_id: e for n, _, e, _ in r.hits.pool}
-            cands = [Candidate(c.node.node_id, (c.node,), rel, perceptions={c.node.node_id: seen.get(c.node.node_id, [])},
-                               origin=_origin(c), page=owner[c.node.node_id].page if c.node.node_id in owner else None)
-                     for c, rel in top]
-            found = {o: sum(_origin(c) == o for c in g.cands) for o in ("routed", "expanded", "cold", "round")}
-            scored = len(m.node_keys) if m.node_keys is not None else len(ids)
-            trace = RouteTrace(m.name, pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
-                               entries=tuple((e.entry_id, round(s, 4)) for e, s, _ in members),
-                               expanded_nodes=tuple(dict.fromkeys([*ids, *(c.node.node_id for c in g.cands)])),
-                               scored=max(scored, len(g.cands)),
-                               notes=(f"{len(g.cands)} candidates ({', '.join(f'{v} {k}' for k, v in found.items())}) "
-                                      f"from {n_routed} routed + {n_expanded} expanded entries on {len(pages)} pages"
-                                      + (" and the Cold-Store search" if g.cold else " (bounded: index only)"),
-                                      f"reranker {m.reranker.name}: best {len(top)} to composition"))
-            out.append((i, m, cands, trace))
-        return out
-
-    def retrieval_pool(self, question: str, budget: ReaderBudget) -> tuple[np.ndarray, list[Candidate]]:
-        """The unified reader's memories before composition: (query vector, candidates) — the reranked pool, or the
-        index pool with ``reranker="bmer"``. The selector's training data (``training/train_selector_ppo.py``) is
-        exactly what ``compose`` would be handed."""
-        requests = [(self, question, budget)]
-        Q, keys, out, staged, pools, device = C3M._stage(requests)
-        if not staged:
-            return Q[0], []
-        (_, found), (ids, pool) = staged[0], pools[0]
-        if self.reranked:
-            ((_, _, cands, _),) = C3M._rerank(requests, Q, keys, [(0, found, (ids, pool))], device)
-            return Q[0], cands
-        return Q[0], self._candidates(*found, ids, pool)[0]
-
-    def _pool_job(self, q: np.ndarray, found) -> tuple:
-        """``bmer.expand_pools``'s job for routed + expanded members (``found`` from ``_members``)."""
-        return (found[1], self.namespace, q, self.read_cfg, self.store.get_nodes, self.node_vectors)
-
-    def _route(self, question: str, q: np.ndarray, keys: set[str], budget: ReaderBudget, cos: np.ndarray):
-        """Route with the expansion pages held back: (pages, routed entries, pages reserved for expansion), or an
-        empty Context when nothing can be routed."""
-        c = self.cfg
-        reserve = min(c.expansion_pages, max(0, budget.pages - 1)) if c.expansion else 0
-        pages, routed = route(self.index, q, keys, replace(budget, pages=budget.pages - reserve), self.read_cfg, cos)
-        if not routed:
-            note = "empty memory" if not self.index.entries else "no page routed (page budget 0)"
-            return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=(note,)))
-        return pages, routed, reserve
-
-    def _plan_expansion(self, q: np.ndarray, routed_pages):
-        """The routed entries' expansion (``read.expand.plan_expansion``), scored with the batch's others; None when
-        expansion is off or has nothing to score."""
-        c = self.cfg
-        pages, routed, reserve = routed_pages
-        if not c.expansion:
-            return None
-        read_pages = {p for p, _ in pages}
-        return plan_expansion(self.index, [e for e, _ in routed], q, self.text_vectors,
-                              k_exp=c.k_exp if not reserve else 4 * c.k_exp, k_edge=c.k_edge, use_idf=c.idf,
-                              visual=c.visual_anchors, allowed=None if reserve else (lambda e: e.page in read_pages),
-                              graph=self._anchor_graph(), device=self.device)
-
-    def _members(self, q: np.ndarray, keys: set[str], routed_pages, found: list):
-        """Routed + expanded members from the expansion's ``found`` (entry, score) list: (pages, members, routed
-        count, expanded count). Expansion opens at most the reserved pages (charged to the page budget)."""
-        c = self.cfg
-        pages, routed, reserve = routed_pages
-        expanded: list = []
-        if c.expansion:
-            read_pages = {p for p, _ in pages}
-            extra: dict[int, float] = {}  # pages opened by expansion: charged to the page budget (trace.pages)
-            for e, s in found:
-                if len(expanded) == c.k_exp:
-                    break
-                if e.page in read_pages or e.page in extra or len(extra) < reserve:
-                    if e.page not in read_pages:
-                        extra.setdefault(e.page, s)
-                    expanded.append((e, s))
-            pages = list(pages) + [(p, s) for p, s in extra.items()]
-        score = lambda e: float(e.z @ q) + c.lexical * lexical(keys, e, self.index)  # noqa: E731  s(q, e)
-        members = [(e, s, "routed") for e, s in routed] + [(e, score(e), "expanded") for e, _ in expanded]
-        return pages, members, len(routed), len(expanded)
-
-    def _candidates(self, pages, members, n_routed: int, n_expanded: int, ids: list[str], pool: list):
-        """The pool's nodes as composition candidates, and the route trace so far."""
-        seen = self.perception([n for n, _, _, _ in pool])
-        cands = [Candidate(n.node_id, (n,), rel, perceptions={n.node_id: seen.get(n.node_id, [])}, origin=origin,
-                           page=e.page) for n, rel, e, origin in pool]
-        trace = RouteTrace(self.name, pages=tuple((f"p{p}", round(s, 4)) for p, s in pages),
-                           entries=tuple((e.entry_id, round(s, 4)) for e, s, _ in members),
-                           expanded_nodes=tuple(ids), scored=len(ids),
-                           notes=(f"{len(ids)} nodes from {n_routed} routed + {n_expanded} expanded entries on "
-                                  f"{len(pages)} pages",))
-        return cands, trace
-
-    def _node_terms(self, node: RawNode) -> list[str]:
+    def node_terms(self, node: RawNode) -> list[str]:
         """``read.features.terms`` of a node's text, memoised per (node, redacted) like its vector."""
         key = (node.node_id, node.redacted)
         got = self._terms.get(key)
@@ -564,7 +376,7 @@ class C3M(MemoryMethod):
             got = self._terms[key] = terms(node.text)
         return got
 
-    def _time_span(self) -> tuple:
+    def time_span(self) -> tuple:
         """(first, latest) session time the index points at: recency runs between them, and a question is read as
         asked just after the latest session ("last May" is relative to it)."""
         if self._span is None:
@@ -578,7 +390,7 @@ class C3M(MemoryMethod):
                 self._span = (datetime(1970, 1, 1), datetime(1970, 1, 1))
         return self._span
 
-    def _page_reach(self, pages) -> frozenset[str]:
+    def page_reach(self, pages) -> frozenset[str]:
         """Node ids reachable through the read pages (Src of every entry on them): the bounded reader's round
         partners must stay inside them (the harness checks every item against the pages the trace names)."""
         read = {p for p, _ in pages}
@@ -636,25 +448,3 @@ class C3MPaper(C3M):
     reads = "Raw Nodes + images"
     paper = "C3M (this repo's paper reading)"
     preset = PAPER
-
-
-def _origin(c) -> str:
-    """Which channel found a candidate first: the index (routed / expanded), the Cold Store, or a round."""
-    if c.via_round:
-        return "round"
-    if c.expanded == c.expanded:  # not NaN: the index channel found it
-        return "expanded" if c.expanded else "routed"
-    return "cold"
-
-
-def _describe_many(methods, questions) -> list[set[str]]:
-    """Every question's lexical keys, one anchor-extraction call per distinct describer."""
-    out: list[set[str] | None] = [None] * len(questions)
-    groups: dict[int, list[int]] = {}
-    for i, m in enumerate(methods):
-        groups.setdefault(id(m.anchors), []).append(i)
-    for idx in groups.values():
-        described = methods[idx[0]].anchors.describe([questions[i] for i in idx])
-        for i, d in zip(idx, described):
-            out[i] = C3M._keys(d)
-    return out  # type: ignore[return-value]

@@ -100,8 +100,7 @@ class DenseTopK(RankedNodesMethod):
             arena, device = m0.dense.arena, m0.device
             spans = [arena.span(requests[todo[j]][0].dense.key) for j in js]
             k = max(min(want[todo[j]], e - s) for j, (s, e) in zip(js, spans))
-            keys = arena.data if device == "cpu" else arena.device_keys(device)
-            scores, rows = ragged_topk(Q[js], keys, spans, k, device=device)
+            scores, rows = ragged_topk(Q[js], arena, spans, k, device=device)  # one device rule (read.batch)
             for r, j in enumerate(js):
                 n = min(want[todo[j]], spans[r][1] - spans[r][0])
                 ranked[todo[j]] = (rows[r, :n] - spans[r][0], scores[r, :n])

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..read.select import greedy, item_cost
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, ReaderBudget, RouteTrace
 
 
@@ -34,26 +35,26 @@ def read_derived(method, question: str, budget: ReaderBudget, docs: Sequence[Der
     norm = float(np.linalg.norm(q))
     cos = np.asarray(Z, np.float32) @ (q / norm if norm > 0 else q)
     count = method.models.token_counter.count
-    use, chosen, dropped, candidates = BudgetUse(), [], [], []
-    for i in (int(i) for i in np.argsort(-cos, kind="stable")):
-        if top_k is not None and len(chosen) >= top_k:
-            break
-        doc, score = docs[i], float(cos[i])
-        if not doc.text:
-            continue
-        stored = method.store.get_nodes(list(doc.node_ids))
-        live = [stored[n] for n in doc.node_ids if n in stored and not stored[n].redacted]
-        if not live:
-            continue  # every node it was derived from is redacted: it is not shown
-        cited = live[-1] if doc.cite_latest else live[0]
-        candidates.append((doc.key, round(score, 4)))
-        tokens = count(doc.text)
-        step = BudgetUse(0, 0, 0, tokens)
-        if not (use + step).fits(budget):
-            dropped.append(cited.node_id)
-            continue
-        use = use + step
-        chosen.append((doc, cited, score, tokens, tuple(n.node_id for n in live)))
+    candidates: list = []
+
+    def shown():
+        """The documents that can be shown, best first (ties: the earlier document): (doc, cited, score, live ids)."""
+        for i in (int(i) for i in np.argsort(-cos, kind="stable")):
+            doc, score = docs[i], float(cos[i])
+            if not doc.text:
+                continue
+            stored = method.store.get_nodes(list(doc.node_ids))
+            live = [stored[n] for n in doc.node_ids if n in stored and not stored[n].redacted]
+            if not live:
+                continue  # every node it was derived from is redacted: it is not shown
+            cited = live[-1] if doc.cite_latest else live[0]
+            candidates.append((doc.key, round(score, 4)))
+            yield doc, cited, score, count(doc.text), tuple(n.node_id for n in live)
+
+    # the selection stage's greedy mode: text tokens only, at most top_k documents
+    filled = greedy(shown(), budget, lambda d, _: (item_cost(raw_node=False, tokens=d[3]), set()),
+                    stop=None if top_k is None else (lambda _, taken: taken >= top_k))
+    use, chosen, dropped = filled.use, filled.chosen, [d[1].node_id for d in filled.dropped]
     chosen.sort(key=lambda c: (c[1].time, c[1].session_id, c[1].turn_index, c[0].key))
     items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.SUMMARY, d.text, (), score, tokens,
                               covers) for d, n, score, tokens, covers in chosen)

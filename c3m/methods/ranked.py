@@ -24,6 +24,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from ..errors import StoreError
+from ..read.select import greedy, item_cost
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, RawNode, ReaderBudget, RouteTrace
 from .base import MemoryMethod
 from .options import parse_options
@@ -131,22 +132,20 @@ class RankedNodesMethod(MemoryMethod):
         return Context(question, (), BudgetUse(), budget, RouteTrace(self.name, notes=("empty memory",)))
 
     def _select(self, question: str, pool: list[tuple[RawNode, float]], budget: ReaderBudget) -> Context:
-        """Take pool nodes best-first while they fit the budget; the context lists them in time order."""
+        """Take pool nodes best-first while they fit the budget (the selection stage's greedy mode, stopping when the
+        Raw-Node slots are full); the context lists them in time order."""
         count = self.models.token_counter.count
-        chosen: list[tuple[RawNode, float, int]] = []
-        use, dropped, shown = BudgetUse(), [], set()
-        for node, score in pool:
-            if use.raw_nodes >= budget.raw_nodes:
-                break
-            tokens = count(node.text)
-            new_images = {im.sha256 for im in node.images} - shown  # an image is charged once (c3m.budget)
-            step = BudgetUse(0, 1, len(new_images), tokens)
-            if not (use + step).fits(budget):
-                dropped.append(node.node_id)
-                continue
-            use = use + step
-            shown |= new_images
-            chosen.append((node, score, tokens))
+        tokens: dict[str, int] = {}
+
+        def cost(item, shown):
+            node = item[0]
+            tokens[node.node_id] = count(node.text)
+            return (item_cost(raw_node=True, images=node.images, tokens=tokens[node.node_id], shown=shown),
+                    {im.sha256 for im in node.images})
+
+        filled = greedy(pool, budget, cost, stop=lambda use, _: use.raw_nodes >= budget.raw_nodes)
+        use, dropped = filled.use, [n.node_id for n, _ in filled.dropped]
+        chosen = [(n, s, tokens[n.node_id]) for n, s in filled.chosen]
         chosen.sort(key=lambda c: (c[0].time, c[0].session_id, c[0].turn_index))
         items = tuple(ContextItem(n.node_id, n.provenance, n.role, EvidenceForm.RAW_TEXT, n.text, n.images, s, t)
                       for n, s, t in chosen)

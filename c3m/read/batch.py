@@ -1,5 +1,5 @@
 """Stages the batched read path shares: every question embedded in one call, every (question, tenant) scored in
-one ragged ``candidate_topk`` launch, every context selected in one ``budget_solve``.
+one ragged ``candidate_topk`` launch (every context is then selected in one solve: ``c3m.read.select``).
 
 A service answers many users at once; per question, call overhead (an embedding call, a kernel launch, a
 solver call on 48 items) dominates the arithmetic. ``MemoryMethod.retrieve_many`` implementations hand their
@@ -15,7 +15,6 @@ forced by environment under ``TRITON_INTERPRET=1`` takes the CUDA code path on C
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -42,9 +41,14 @@ def query_vectors(embedders: Sequence, questions: Sequence[str]) -> np.ndarray:
 
 def ragged_topk(queries: np.ndarray, keys, spans: Sequence[tuple[int, int]], k: int, *, device: str = "cpu"):
     """Top-``k`` rows of ``keys[start:end]`` for each query (one launch): (scores [B, k] float32, global row
-    idx [B, k] int64, -1 padded) as numpy. ``keys`` is a numpy matrix, or a torch tensor already on ``device``."""
+    idx [B, k] int64, -1 padded) as numpy. ``keys``: a ``KeyArena`` (its rows where ``placement`` says: the numpy
+    matrix on the host, its cached device mirror otherwise), a numpy matrix, or a torch tensor already on
+    ``device``. The one dense top-k of the read path: every caller (the Cold-Store channel, ``dense-topk``, the index
+    pools through ``segments_topk``) comes here, so one device rule decides for all."""
     from c3m_kernels.candidate_topk import candidate_topk
     from c3m_kernels.dispatch import placement
+
+    from .arena import KeyArena
 
     B = len(spans)
     if B == 0 or k == 0:
@@ -52,6 +56,8 @@ def ragged_topk(queries: np.ndarray, keys, spans: Sequence[tuple[int, int]], k: 
     ranges = np.asarray(spans, np.int64).reshape(B, 2)
     q = np.ascontiguousarray(queries, np.float32)
     at = placement(device, "candidate_topk")
+    if isinstance(keys, KeyArena):
+        keys = keys.device_keys(at.device) if at.tensors else keys.data
     if not at.tensors:
         kk = keys if isinstance(keys, np.ndarray) else keys.numpy()
         return candidate_topk(q, np.ascontiguousarray(kk, np.float32), k, offsets=ranges)
@@ -93,59 +99,5 @@ def segments_scores(queries: np.ndarray, segments: Sequence[np.ndarray], *, devi
     return out
 
 
-@dataclass
-class SolveInstance:
-    """One budget selection (``c3m_kernels.budget_solve``'s per-instance arrays) in coverage mode."""
-
-    values: np.ndarray       # [M]
-    costs: np.ndarray        # [M, 4]
-    groups: np.ndarray       # [M] int, -1 = none
-    group_costs: np.ndarray  # [G, 4]
-    cover: np.ndarray        # [M, L] bool
-    budget: np.ndarray       # [4]
-    lam: float
-
-
-def solve_many(instances: Sequence[SolveInstance], *, device: str = "cpu") -> list[np.ndarray]:
-    """Every instance's chosen mask [M_b] bool, from one padded ``budget_solve`` call per distinct λ (padding is
-    inert: ``lengths=``), each exactly what the instance gets alone; λ = 0 solves the exact knapsack. ``device``: the
-    memory's device (module docstring): on CUDA the padded batch goes up once and the DP runs in Triton (fp32 values:
-    an exact tie may pick another, equally good set); the masks come back once."""
-    from c3m_kernels.budget_solve import budget_solve
-    from c3m_kernels.dispatch import placement
-
-    at = placement(device, "budget_solve")
-
-    out: list[np.ndarray | None] = [None] * len(instances)
-    by_lam: dict[float, list[int]] = {}
-    for i, inst in enumerate(instances):
-        if len(inst.values) == 0:
-            out[i] = np.zeros(0, bool)
-        else:
-            by_lam.setdefault(float(inst.lam), []).append(i)
-    for lam, idx in by_lam.items():
-        group = [instances[i] for i in idx]
-        B = len(group)
-        M = max(len(g.values) for g in group)
-        G = max(1, max(len(g.group_costs) for g in group))
-        L = max(1, max(g.cover.shape[1] for g in group))
-        values, costs = np.zeros((B, M)), np.zeros((B, M, 4))
-        groups, gcost = np.full((B, M), -1, np.int64), np.zeros((B, G, 4))
-        cover, budgets = np.zeros((B, M, L), bool), np.zeros((B, 4))
-        for b, g in enumerate(group):
-            m = len(g.values)
-            values[b, :m], costs[b, :m], groups[b, :m] = g.values, g.costs, g.groups
-            gcost[b, :len(g.group_costs)] = g.group_costs
-            cover[b, :m, :g.cover.shape[1]] = g.cover
-            budgets[b] = g.budget
-        # λ = 0: nothing to cover, so the exact knapsack is the same objective (one DP, no coverage search)
-        lengths = np.array([len(g.values) for g in group])
-        if at.tensors:
-            values, costs, budgets, groups, gcost, cover, lengths = (
-                at.put(x) for x in (values, costs, budgets, groups, gcost, cover, lengths))
-        chosen = at.host(budget_solve(values, costs, budgets, groups=groups, group_costs=gcost,
-                                      mode="coverage" if lam else "exact", coverage=cover if lam else None, lam=lam,
-                                      lengths=lengths))
-        for b, i in enumerate(idx):
-            out[i] = np.asarray(chosen[b, :len(instances[i].values)], bool)
-    return out  # type: ignore[return-value]
+# the selection stage lives in read.select (one home for the budget); kept importable from here
+from .select import SolveInstance, solve_many  # noqa: E402,F401

@@ -11,7 +11,7 @@
    reachable). Each node's relevance is Rel = cos(q, v_node) + η · s(q, e) (the entry's score flows to the
    evidence it points at, so a weakly worded turn about the routed thing still counts); the ``pool`` most
    relevant go to the solver.
-5. **Select** (Eq. 6–7) with ``c3m_kernels.budget_solve`` in coverage mode: Rel + λ · Cov over source
+5. **Select** (Eq. 6–7) in the selection stage (``read.select``), coverage mode: Rel + λ · Cov over source
    sessions and entries, costs (page once per group, 1 node, its images, its text tokens) ≤ budget.
 The kernels (the pool's top-k, the selection) run on the memory's device (``device``: numpy and the CPU kernels on
 "cpu", torch tensors and Triton on CUDA; ``c3m_kernels.dispatch.placement``).
@@ -20,7 +20,7 @@ The route trace logs every stage, so update, routing and answerer failures can b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -88,6 +88,45 @@ def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBud
     return chosen, [(e, e_score[e.entry_id]) for e in routed[: cfg.entries_k]]
 
 
+class Member(NamedTuple):
+    """An entry the read opens: routed by ``route`` or added by expansion (``tag``), with its score s(q, e)."""
+
+    entry: IndexEntry
+    score: float
+    tag: str | None = None
+
+
+class PoolNode(NamedTuple):
+    """A Raw Node of the index pool: Rel = cos(q, node) + η · s(q, owner), its best-scoring owner entry and that
+    entry's tag."""
+
+    node: object  # RawNode
+    rel: float
+    entry: IndexEntry
+    tag: str | None
+
+
+class Pool(NamedTuple):
+    """``expand_pools``' answer for one job: every expanded node id (sorted) and the pool, best first."""
+
+    expanded: list[str]
+    nodes: list[PoolNode]
+
+
+@dataclass(frozen=True)
+class PoolJob:
+    """One question's pool to build (``expand_pools``). ``id_vectors``: node ids -> their shared vectors without
+    fetching the nodes (the Cold-Store channel's ``NodeKeys`` holds them), or None when unknown."""
+
+    members: Sequence  # [Member] or (entry, score) pairs
+    namespace: str
+    q: np.ndarray
+    cfg: BmerConfig
+    get_nodes: Callable
+    vectors: Callable
+    id_vectors: Callable | None = None
+
+
 #: nodes ranked beyond the pool when their vectors are known without fetching, so a few redacted ones do not force a
 #: second pass
 POOL_SLACK = 8
@@ -116,62 +155,59 @@ def _pool_from_ranked(expanded: list[str], owner: dict, nodes: dict, V: np.ndarr
         if node.redacted:
             continue
         e, s, tag = owner[node.node_id]
-        pool.append((node, float(V[i] @ q) + cfg.entry_boost * s, e, tag))
+        pool.append(PoolNode(node, float(V[i] @ q) + cfg.entry_boost * s, e, tag))
     return pool
 
 
-def expand_pool(members, namespace: str, q: np.ndarray, cfg: BmerConfig, *, get_nodes, vectors):
+def expand_pool(members, namespace: str, q: np.ndarray, cfg: BmerConfig, *, get_nodes, vectors) -> Pool:
     """Expand (entry, score[, tag]) members into Src(e) Raw Nodes and keep the ``cfg.pool`` most relevant.
 
     A node reached from several entries keeps its best-scoring owner; the pool is TopK by cos(q, node)
     (``candidate_topk``), each node's relevance Rel = cos + η · s(q, owner), redacted nodes dropped. Returns
-    (every expanded node id, [(node, Rel, owner entry, owner's tag)]). ``expand_pools`` with one job."""
-    return expand_pools([(members, namespace, q, cfg, get_nodes, vectors)])[0]
+    (every expanded node id, [PoolNode]). ``expand_pools`` with one job."""
+    return expand_pools([PoolJob(members, namespace, q, cfg, get_nodes, vectors)])[0]
 
 
-def expand_pools(jobs, *, device: str = "cpu", id_vectors: Sequence | None = None) -> list[tuple[list[str], list]]:
-    """``expand_pool`` for many ``(members, namespace, q, cfg, get_nodes, vectors)`` jobs at once (the batched
-    read): one ``get_nodes`` call per store for every job's expanded nodes, one ragged top-k launch for every
-    job's ranking. Each job's result is what it gets alone.
+def expand_pools(jobs: Sequence[PoolJob], *, device: str = "cpu") -> list[Pool]:
+    """``expand_pool`` for many jobs at once (the batched read): one ``get_nodes`` call per store for every job's
+    expanded nodes, one ragged top-k launch for every job's ranking. Each job's result is what it gets alone.
 
-    ``id_vectors[b]`` (optional, per job): node ids -> their shared vectors without fetching the nodes (the Cold-Store
-    channel's ``NodeKeys`` holds them), or None when it does not know them all. A job with it is ranked first and
-    only its best nodes are fetched (a spill entry can point at hundreds), with the same scores and order."""
+    A job with ``id_vectors`` that knows all its nodes is ranked first and only its best nodes are fetched (a spill
+    entry can point at hundreds), with the same scores and order."""
     from .batch import segments_topk
 
-    lookups = list(id_vectors) if id_vectors is not None else [None] * len(jobs)
     owners, want, known = [], {}, []
-    for (members, namespace, *_rest, get_nodes, _), lookup in zip(jobs, lookups):
-        expanded, owner = _pool_owners(members, namespace)
+    for job in jobs:
+        expanded, owner = _pool_owners(job.members, job.namespace)
         owners.append((expanded, owner))
-        V = lookup(expanded) if lookup is not None and expanded else None
+        V = job.id_vectors(expanded) if job.id_vectors is not None and expanded else None
         known.append(V)
         if V is None:
-            want.setdefault(get_nodes, set()).update(expanded)  # bound store methods: equal for one store
+            want.setdefault(job.get_nodes, set()).update(expanded)  # bound store methods: equal for one store
     fetched = {get: get(sorted(ids)) for get, ids in want.items()}
     segs, ks = [], []
-    for (_, _, q, cfg, get_nodes, vectors), (expanded, _), V in zip(jobs, owners, known):
+    for job, (expanded, _), V in zip(jobs, owners, known):
         if V is None:
-            nodes = fetched[get_nodes]
-            V = vectors([nodes[n] for n in expanded]) if expanded else np.zeros((0, len(q)), np.float32)
+            nodes = fetched[job.get_nodes]
+            V = job.vectors([nodes[n] for n in expanded]) if expanded else np.zeros((0, len(job.q)), np.float32)
         segs.append(V)
-        ks.append(min(cfg.pool + (POOL_SLACK if known[len(segs) - 1] is not None else 0), len(expanded)))
-    Q = np.stack([np.asarray(job[2], np.float32) for job in jobs]) if jobs else np.zeros((0, 0), np.float32)
+        ks.append(min(job.cfg.pool + (POOL_SLACK if known[len(segs) - 1] is not None else 0), len(expanded)))
+    Q = np.stack([np.asarray(job.q, np.float32) for job in jobs]) if jobs else np.zeros((0, 0), np.float32)
     ranked = segments_topk(Q, segs, ks, device=device) if jobs else []
     late: dict = {}
-    for (_, _, _, _, get_nodes, _), (expanded, _), V, (_, idx) in zip(jobs, owners, known, ranked):
+    for job, (expanded, _), V, (_, idx) in zip(jobs, owners, known, ranked):
         if V is not None:
-            late.setdefault(get_nodes, set()).update(expanded[int(i)] for i in idx if i >= 0)
+            late.setdefault(job.get_nodes, set()).update(expanded[int(i)] for i in idx if i >= 0)
     for get, ids in late.items():
         fetched.setdefault(get, {}).update(get(sorted(ids)))
     out = []
-    for (members, namespace, q, cfg, get_nodes, vectors), (expanded, owner), V, seg, (_, idx), lookup in zip(
-            jobs, owners, known, segs, ranked, lookups):
-        pool = _pool_from_ranked(expanded, owner, fetched[get_nodes], seg, q, idx, cfg) if expanded else []
-        if V is not None and len(pool) < min(cfg.pool, len(expanded)) and len(idx) < len(expanded):
+    for job, (expanded, owner), V, seg, (_, idx) in zip(jobs, owners, known, segs, ranked):
+        pool = _pool_from_ranked(expanded, owner, fetched[job.get_nodes], seg, job.q, idx, job.cfg) if expanded else []
+        if V is not None and len(pool) < min(job.cfg.pool, len(expanded)) and len(idx) < len(expanded):
             # redacted nodes ate the slack: this job again, every node fetched (rare: only after a forget)
-            (_, pool), = expand_pools([(members, namespace, q, cfg, get_nodes, vectors)], device=device)
-        out.append((expanded, pool[:cfg.pool]))
+            (_, pool), = expand_pools([PoolJob(job.members, job.namespace, job.q, job.cfg, job.get_nodes,
+                                               job.vectors)], device=device)
+        out.append(Pool(expanded, pool[:job.cfg.pool]))
     return out
 
 
@@ -185,7 +221,7 @@ def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_k
     if not routed:
         note = "empty memory" if not index.entries else "no page routed (page budget 0)"
         return Context(question, (), BudgetUse(), budget, RouteTrace(method, notes=(note,)))
-    ((expanded, scored),) = expand_pools([(routed, namespace, q, cfg, get_nodes, vectors)], device=device)
+    ((expanded, scored),) = expand_pools([PoolJob(routed, namespace, q, cfg, get_nodes, vectors)], device=device)
     pool = [(node, rel, e) for node, rel, e, _ in scored]
     tokens = {n.node_id: count(n.text) for n, _, _ in pool}
     chosen, dropped = _solve(pool, tokens, budget, cfg, device)
@@ -214,30 +250,27 @@ def select(index: ActiveIndex, namespace: str, question: str, q: np.ndarray, q_k
 
 def _solve(pool, tokens: dict[str, int], budget: ReaderBudget, cfg: BmerConfig,
            device: str = "cpu") -> tuple[list[int], list[int]]:
-    """Indices chosen by ``budget_solve`` (coverage mode) and the positive-value ones it left out; the solve runs on
-    ``device`` (``c3m_kernels.dispatch.placement``: numpy and the CPU DP on "cpu", one upload and Triton on CUDA)."""
+    """Indices chosen by the selection stage (``read.select.solve_many``, coverage mode: a page charged once when any
+    of its nodes is taken) and the ones it left out; the solve runs on ``device``."""
     if not pool:
         return [], []
-    from c3m_kernels.budget_solve import budget_solve
-    from c3m_kernels.dispatch import placement
+    from .select import PAGE_GROUP, SolveInstance, cost_row, solve_many
 
     M = len(pool)
     pages = sorted({e.page for _, _, e in pool})
     sessions = sorted({n.session_id for n, _, _ in pool})
     entry_ids = sorted({e.entry_id for _, _, e in pool})
-    values = np.array([[max(1e-3, r + 1.0) for _, r, _ in pool]])  # cosine-based Rel shifted positive
-    costs = np.array([[[0, 1, len(n.images), tokens[n.node_id]] for n, _, _ in pool]], dtype=np.float64)
-    groups = np.array([[pages.index(e.page) for _, _, e in pool]], dtype=np.int64)
+    values = np.array([max(1e-3, r + 1.0) for _, r, _ in pool])  # cosine-based Rel shifted positive
+    costs = np.array([cost_row(raw_node=True, images=len(n.images), tokens=tokens[n.node_id]) for n, _, _ in pool],
+                     dtype=np.float64)
+    groups = np.array([pages.index(e.page) for _, _, e in pool], dtype=np.int64)
     L = len(sessions) + len(entry_ids)
-    cover = np.zeros((1, M, L), dtype=bool)
+    cover = np.zeros((M, L), dtype=bool)
     for i, (n, _, e) in enumerate(pool):
-        cover[0, i, sessions.index(n.session_id)] = True
-        cover[0, i, len(sessions) + entry_ids.index(e.entry_id)] = True
-    budgets = np.array(budget.as_tuple(), dtype=np.float64)
-    at = placement(device, "budget_solve")
-    if at.tensors:
-        values, costs, budgets, groups, cover = (at.put(x) for x in (values, costs, budgets, groups, cover))
-    chosen = at.host(budget_solve(values, costs, budgets, groups=groups, mode="coverage", coverage=cover,
-                                  lam=cfg.lam))[0]
+        cover[i, sessions.index(n.session_id)] = True
+        cover[i, len(sessions) + entry_ids.index(e.entry_id)] = True
+    inst = SolveInstance(values, costs, groups, np.tile(np.array(PAGE_GROUP), (len(pages), 1)), cover,
+                         np.array(budget.as_tuple(), dtype=np.float64), cfg.lam, mode="coverage")
+    chosen = solve_many([inst], device=device)[0]
     picked = [i for i in range(M) if chosen[i]]
     return picked, [i for i in range(M) if not chosen[i]]

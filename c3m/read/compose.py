@@ -22,9 +22,9 @@ and enter the objective through ``lam_tokens``, since the reader budget has no i
 over all memories; columns in ``FORMS`` order). ``MLPSelector`` is the paper's MLP on
 [query emb; summary emb] (its PPO training is ``training/``); ``RuleSelector`` ("rule-v1") is the documented
 heuristic shipped until trained weights exist. A form is offered when its probability ≥ ``threshold`` and
-the memory has it; the joint choice under the budget is ``c3m_kernels.budget_solve`` (coverage mode over
-source sessions), item value = p(form) · form weight · (1 + relevance) − λ · tokens / 1000, solved on the memory's
-device (``read.batch.solve_many``: the CPU DP on "cpu", Triton on CUDA).
+the memory has it; the joint choice under the budget is the selection stage's solve (``c3m.read.select``;
+coverage mode over source sessions), item value = p(form) · form weight · (1 + relevance) − λ · tokens / 1000, solved on the memory's
+device (``read.select.solve_many``: the CPU DP on "cpu", Triton on CUDA).
 """
 from __future__ import annotations
 
@@ -346,8 +346,8 @@ def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], b
     """Choose (memory, form) items under ``budget`` and return the Context (items in time order). ``vectors(nodes)``
     gives the nodes' shared embeddings; ``trace`` carries the read path's routing (pages, entries), and is
     completed here (pool, selected nodes, what the budget dropped). ``device``: the memory's device, where the
-    solve runs (``read.batch.solve_many``)."""
-    from .batch import solve_many
+    solve runs (``read.select.solve_many``)."""
+    from .select import solve_many
 
     plan = compose_plan(question, q_vec, candidates, budget, cfg, selector=selector, vectors=vectors, count=count,
                         trace=trace)
@@ -442,9 +442,9 @@ def compose_finish(plan: Plan, chosen_mask: np.ndarray) -> Context:
 
 
 def solve_instance(plan: Plan, cfg: ComposeConfig):
-    """The plan's ``budget_solve`` instance (coverage mode): raw forms of one node share its Raw-Node slot (a group
+    """The plan's solver instance (``read.select.SolveInstance``, coverage mode): raw forms of one node share its Raw-Node slot (a group
     charged once); pages are charged by routing, not here. None when nothing was offered."""
-    from .batch import SolveInstance
+    from .select import RAW_NODE, SolveInstance, cost_row
 
     items = plan.items
     if not items:
@@ -454,7 +454,8 @@ def solve_instance(plan: Plan, cfg: ComposeConfig):
     for i, it in enumerate(items):
         cover[i, sessions.index(it.node.session_id)] = True
     return SolveInstance(np.array([it.value for it in items], np.float64),
-                         np.array([[0, 0, len(it.images), it.tokens] for it in items], dtype=np.float64),
+                         np.array([cost_row(images=len(it.images), tokens=it.tokens) for it in items],
+                                  dtype=np.float64),
                          np.array([it.group for it in items], dtype=np.int64),
-                         np.tile(np.array([0, 1, 0, 0], dtype=np.float64), (max(1, plan.n_groups), 1)),
+                         np.tile(np.array(RAW_NODE, dtype=np.float64), (max(1, plan.n_groups), 1)),
                          cover, np.array(plan.budget.as_tuple(), dtype=np.float64), cfg.lam_cov)

@@ -130,6 +130,48 @@ class Signals:
     chain_len: float = math.nan
     via_round: bool = False
     channels: int = 0
+    #: signals of channels beyond the built-in ones (``c3m.read.channels``): each is a feature column of its name
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, cos: float, signals: dict) -> "Signals":
+        """A candidate from the fused signals of its channels: the built-in ones as fields, any other in ``extra``."""
+        known = {k: v for k, v in signals.items() if k in _SIGNAL_FIELDS}
+        extra = {k: v for k, v in signals.items() if k not in _SIGNAL_FIELDS}
+        return cls(cos=cos, **known, extra=extra) if extra else cls(cos=cos, **known)
+
+
+_SIGNAL_FIELDS = frozenset(("node", "fts", "fts_rank", "idx_rel", "idx_rank", "entry_score", "page_rank", "expanded",
+                            "superseded", "chain_len", "via_round", "channels"))
+
+#: registered extra feature columns: name -> fn(query, candidates) -> one value per candidate (``register_feature``)
+EXTRA_FEATURES: dict = {}
+
+
+def register_feature(name: str):
+    """Decorator: a feature column ``name`` computed by ``fn(query: QueryInfo, cands: [Signals]) -> [float]``, added
+    to the rows of a reader whose ``features`` option names it (after ``FEATURES`` and the channels' own signals).
+    A reranker model trained with it reads it by name; the shipped model ignores it."""
+    if name in FEATURES:
+        raise ValueError(f"{name!r} is a built-in feature")
+
+    def put(fn):
+        EXTRA_FEATURES[name] = fn
+        return fn
+    return put
+
+
+def extra_columns(channels, features: Sequence[str] = ()) -> tuple[str, ...]:
+    """The columns after ``FEATURES``: the channels' signals that are not built in, then the named extra features."""
+    from ..errors import InvalidInput
+
+    out = [f for ch in channels for f in ch.features if f not in FEATURES]
+    for name in features:
+        if name not in EXTRA_FEATURES:
+            raise InvalidInput("method_options.features", f"unknown feature {name!r}",
+                               fix=f"register it with c3m.read.features.register_feature (known: {sorted(EXTRA_FEATURES)})")
+        out.append(name)
+    return tuple(dict.fromkeys(out))
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -165,14 +207,19 @@ def pool_bm25(query: Sequence[str], docs: Sequence[Sequence[str]], k1: float = 1
     return out
 
 
-def feature_matrix(query: QueryInfo, cands: Sequence[Signals], *, first: datetime, tokens, cold: bool) -> np.ndarray:
-    """[len(cands), len(FEATURES)] float32 (module docstring). ``first``: the history's first session time (recency
+def feature_matrix(query: QueryInfo, cands: Sequence[Signals], *, first: datetime, tokens, cold: bool,
+                   columns: Sequence[str] = FEATURES) -> np.ndarray:
+    """[len(cands), len(columns)] float32 (module docstring). ``first``: the history's first session time (recency
     runs from it to ``query.now``); ``tokens(node) -> list[str]`` gives a node's ``terms`` (memoised by the
-    caller)."""
+    caller). ``columns``: ``FEATURES`` then extra columns (``extra_columns``): a channel's own signal (NaN where it
+    did not find the turn) or a registered feature."""
     n = len(cands)
-    X = np.full((n, len(FEATURES)), np.nan, np.float32)
+    X = np.full((n, len(columns)), np.nan, np.float32)
     if not n:
         return X
+    for j, name in enumerate(columns[len(FEATURES):], len(FEATURES)):
+        fn = EXTRA_FEATURES.get(name)
+        X[:, j] = fn(query, cands) if fn is not None else [c.extra.get(name, math.nan) for c in cands]
     col = {name: i for i, name in enumerate(FEATURES)}
     nodes = [c.node for c in cands]
     docs = [tokens(nd) for nd in nodes]

@@ -1,31 +1,27 @@
 """The read path as named stages: channels → fuse (+ round partners) → features → rerank → compose → solve.
 
-1. **Channels** find candidate turns, each with its own signal:
-   - *index* (``IndexHits``): the bounded active index's BMER route — pages, entries, anchor-graph expansion — and
-     the Raw Nodes those entries point at (with their update chains). The method supplies it.
-   - *cold dense*: the question's top ``cold_k`` turns by cosine over every Raw Node's stored vector
-     (``NodeKeys``; one ragged ``candidate_topk`` launch for the whole batch).
-   - *cold lexical*: the Cold Store's own full-text search (``ColdStore.search_text``: SQLite FTS5 BM25,
-     PostgreSQL ``ts_rank``) over the question's content words.
-   - *window*: when the question names a period (``c3m.language.when``), the turns of that period's sessions, best by
-     cosine (a question about "last May" should see May even when May's wording is far from the question's).
-   The Cold-Store channels run only when ``cold`` is on; the strictly bounded reader (``cold=False``) never calls
-   them, and everything it shows is reachable through the pages it routed to.
-2. **Fuse**: the union of the channels' turns, plus each turn's *round partner* (the reply to a user turn, the
-   question before a reply) as a candidate of its own, so the solver can keep a question–answer round together
-   when both halves are worth a Raw-Node slot.
-3. **Features** (``c3m.read.features``) and **rerank** (``c3m.read.rerank``): one model call for every candidate
-   of every question in the batch.
-4. **Compose** (``c3m.read.compose``): the best ``pool`` candidates, in reranked order, go to the evidence-form
-   selector and ``budget_solve`` under the joint reader budget, exactly as before this stage existed.
+The driver is ``c3m.read.reader.read_batch``; this module holds the middle stages and the types between them.
 
-Every stage hands the next a dataclass (``Query``, ``IndexHits``, ``Gathered``) and runs once for the whole batch
+1. **Channels** (``c3m.read.channels``: one object each, chosen by ``PipelineConfig.channels``) find candidate
+   turns, each with its own signals: the bounded index's route (*index*: ``IndexHits``, computed by the reader),
+   the Cold Store's dense top-k (*cold_dense*), its full-text search (*cold_text*) and the periods the question
+   names (*window*). The Cold-Store channels run only when ``cold`` is on; the strictly bounded reader
+   (``cold=False``) never calls them, and everything it shows is reachable through the pages it routed to.
+2. **Fuse** (``gather``): the union of the channels' turns in channel order, plus each turn's *round partner* (the
+   reply to a user turn, the question before a reply) as a candidate of its own, so the solver can keep a
+   question–answer round together when both halves are worth a Raw-Node slot.
+3. **Features** (``c3m.read.features``: ``FEATURES``, then any channel's own signals and any registered feature
+   named in ``PipelineConfig.features``) and **rerank** (``c3m.read.rerank``): one model call for every candidate
+   of every question in the batch; ``ranked`` keeps the best ``pool`` for composition.
+4. **Compose** (``c3m.read.compose``) and **solve** (``c3m.read.select``): the evidence-form selector and
+   solve under the joint reader budget.
+
+Every stage hands the next a dataclass (``Request``, ``IndexHits``, ``Gathered``) and runs once for the whole batch
 (one embedding call, one ragged launch per kernel, one model call, one solve), so a service answering many
 tenants pays per batch, not per question; each question's result is what it gets alone.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Sequence
@@ -33,19 +29,33 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..types import node_id_for
-from .features import STOP_WORDS, QueryInfo, Signals, feature_matrix
-from .scorers import NodeKeys, query_terms
+from .channels import DEFAULT_CHANNELS, Channel, make_channels, search_words  # noqa: F401  (search_words: API)
+from .features import FEATURES, QueryInfo, Signals, extra_columns, feature_matrix
+from .scorers import NodeKeys
 from ..language.when import question_windows
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
+    """The reranked reader's options (``c3m``'s options of the same names: ``C3MConfig`` inherits them)."""
+
     cold: bool = True        # the Cold-Store channels (False: the strictly bounded reader)
-    cold_k: int = 32         # turns each Cold-Store channel proposes
-    window_k: int = 16       # turns the window channel proposes
+    cold_k: int = field(default=32, metadata={"minimum": 0})      # turns each Cold-Store channel proposes
+    window_k: int = field(default=16, metadata={"minimum": 0})    # turns the window channel proposes
     rounds: bool = True      # round partners join the candidates
-    pool: int = 48           # reranked candidates handed to composition
-    length_price: float = 0.2  # standardised score − price · log(1 + characters / 4) (``ranked``)
+    pool: int = field(default=48, metadata={"minimum": 0})        # reranked candidates handed to composition
+    #: standardised score − price · log(1 + characters / 4) (``ranked``)
+    length_price: float = field(default=0.2, metadata={"minimum": 0})
+    channels: tuple[str, ...] = DEFAULT_CHANNELS  # the channels, in fusion order (``c3m.read.channels``)
+    features: tuple[str, ...] = ()  # registered extra feature columns (``c3m.read.features.register_feature``)
+
+    def channel_objects(self) -> tuple[Channel, ...]:
+        return make_channels(self.channels)
+
+    def columns(self) -> tuple[str, ...]:
+        """The feature columns this configuration's rows have: ``FEATURES``, then the channels' own signals, then
+        the extra features."""
+        return FEATURES + extra_columns(self.channel_objects(), self.features)
 
 
 @dataclass
@@ -53,11 +63,11 @@ class IndexHits:
     """The index channel's output for one question (``C3M._route``, ``read.expand.expand_many``, ``C3M._members`` + ``bmer.expand_pools``)."""
 
     pages: list                    # [(page, score)] routed (and expansion-opened) pages: what the read is charged
-    members: list                  # [(entry, score, "routed" | "expanded")]
+    members: list                  # [bmer.Member]: routed and expanded entries
     n_routed: int
     n_expanded: int
     expanded: list[str]            # every node id the members point at
-    pool: list                     # [(node, Rel, owner entry, tag)]: the index's best nodes by BMER relevance
+    pool: list                     # [bmer.PoolNode]: the index's best nodes by BMER relevance
     reach: frozenset[str] = frozenset()  # node ids reachable through the read pages (the bounded reader's limit)
 
 
@@ -69,6 +79,7 @@ class Gathered:
     cands: list[Signals]
     X: np.ndarray = field(default=None, repr=False)
     cold: bool = True
+    columns: tuple[str, ...] = FEATURES  # X's column names
 
 
 @dataclass
@@ -87,91 +98,36 @@ class Request:
     vectors: Callable               # nodes -> [n, d] shared embeddings
     tokens: Callable                # node -> terms (memoised)
     first: datetime                 # the history's first session time (recency)
+    windows: tuple = field(init=False)  # the periods the question names (``c3m.language.when``)
 
-
-def search_words(question: str) -> list[str]:
-    """The question's words for full-text search: lower-cased, stop words dropped (they match most turns and only
-    slow FTS5 down; BM25 weighs them near 0 anyway); all words when that leaves none."""
-    words = query_terms(question)
-    content = [w for w in words if w not in STOP_WORDS]
-    return content or words
-
-
-def _dense_cold(reqs: Sequence[Request], device: str) -> list[list[tuple[int, float]]]:
-    """Each cold request's top ``cold_k`` NodeKeys rows by cosine, one ragged launch per shared arena (on ``device``:
-    numpy keys on "cpu", the arena's cached device mirror on CUDA; ``c3m_kernels.dispatch.placement``)."""
-    from c3m_kernels.dispatch import placement
-
-    from .batch import ragged_topk
-
-    out: list[list[tuple[int, float]]] = [[] for _ in reqs]
-    by_arena: dict[int, list[int]] = {}
-    for i, r in enumerate(reqs):
-        if r.keys_of is not None and len(r.keys_of):
-            by_arena.setdefault(id(r.keys_of.arena), []).append(i)
-    for idx in by_arena.values():
-        arena = reqs[idx[0]].keys_of.arena
-        spans = [reqs[i].keys_of.span() for i in idx]
-        k = max(min(reqs[i].cfg.cold_k, e - s) for i, (s, e) in zip(idx, spans))
-        at = placement(device, "candidate_topk")
-        keys = arena.device_keys(at.device) if at.tensors else arena.data
-        scores, rows = ragged_topk(np.stack([reqs[i].vec for i in idx]), keys, spans, k, device=device)
-        for b, i in enumerate(idx):
-            n = min(reqs[i].cfg.cold_k, spans[b][1] - spans[b][0])
-            out[i] = [(int(r) - spans[b][0], float(s)) for r, s in zip(rows[b, :n], scores[b, :n]) if r >= 0]
-    return out
-
-
-def _window_rows(r: Request, windows) -> list[int]:
-    """The best ``window_k`` rows by cosine among the turns whose session lies in a window the question names."""
-    keys = r.keys_of
-    if not windows or keys is None or not len(keys):
-        return []
-    t = keys.time_array()
-    mask = np.zeros(len(t), bool)
-    for w in windows:
-        m = np.ones(len(t), bool)
-        if w.start is not None:
-            m &= t >= np.datetime64(w.start, "s")
-        if w.end is not None:
-            m &= t < np.datetime64(w.end, "s")
-        mask |= m
-    rows = np.flatnonzero(mask)
-    if not len(rows) or len(rows) == len(t):  # a window holding every session narrows nothing
-        return []
-    cos = keys.vectors[rows] @ r.vec
-    return [int(x) for x in rows[np.argsort(-cos, kind="stable")[: r.cfg.window_k]]]
+    def __post_init__(self):
+        self.windows = tuple(question_windows(self.question, self.now))
 
 
 def gather(reqs: Sequence[Request], *, device: str = "cpu") -> list[Gathered]:
-    """Channels and fusion for a batch (module docstring, stages 1–2), then the feature rows (stage 3)."""
-    dense = _dense_cold(reqs, device)
+    """Channels and fusion for a batch (module docstring, stages 1–2), then the feature rows (stage 3). Requests
+    that name the same channels run them together (one call per channel for the batch)."""
+    found: list[list | None] = [None] * len(reqs)  # per request: [(channel, [Hit])]
+    by_channels: dict[tuple[str, ...], list[int]] = {}
+    for i, r in enumerate(reqs):
+        by_channels.setdefault(r.cfg.channels, []).append(i)
+    for names, idx in by_channels.items():
+        group = [reqs[i] for i in idx]
+        per = [(ch, ch.find([r for r in group], device) if not ch.cold or any(r.keys_of is not None for r in group)
+                else [[] for _ in group]) for ch in make_channels(names)]
+        for b, i in enumerate(idx):
+            found[i] = [(ch, hits[b]) for ch, hits in per]
     staged = []
     want: dict[int, tuple[object, set[str]]] = {}
-    for i, r in enumerate(reqs):
-        windows = question_windows(r.question, r.now)
+    for r, channels in zip(reqs, found):
         sig: dict[str, dict] = {}
-
-        def hit(nid: str, **kv) -> None:
-            s = sig.setdefault(nid, {"channels": 0})
-            s["channels"] += 1
-            s.update(kv)
-
-        rank_of_page = {p: k for k, (p, _) in enumerate(r.hits.pages)}
-        entry_score = {id(e): s for e, s, _ in reversed(r.hits.members)}  # an entry's first (routed) score
-        for rank, (node, rel, e, tag) in enumerate(sorted(r.hits.pool, key=lambda x: -x[1])):
-            current = node.turn_index in e.pointers.get(node.session_id, ())
-            hit(node.node_id, node=node, idx_rel=rel, idx_rank=rank, page_rank=rank_of_page.get(e.page, math.nan),
-                entry_score=entry_score.get(id(e), math.nan),
-                expanded=float(tag == "expanded"), superseded=float(not current), chain_len=len(e.versions))
-        if r.keys_of is not None:
-            for row, _ in dense[i]:
-                hit(r.keys_of.ids[row])
-            for rank, (nid, score) in enumerate(r.store.search_text(r.namespace, search_words(r.question),
-                                                                     r.cfg.cold_k)):
-                hit(nid, fts=score, fts_rank=rank)
-            for row in _window_rows(r, windows):
-                hit(r.keys_of.ids[row])
+        for ch, hits in channels:
+            if ch.cold and r.keys_of is None:
+                continue
+            for h in hits:
+                s = sig.setdefault(h.node_id, {"channels": 0})
+                s["channels"] += 1
+                s.update(h.signals)
         if r.cfg.rounds:
             for nid in list(sig):
                 partner = _partner(r, nid, sig[nid].get("node"))
@@ -180,10 +136,10 @@ def gather(reqs: Sequence[Request], *, device: str = "cpu") -> list[Gathered]:
         missing = [nid for nid, s in sig.items() if "node" not in s]
         if missing:
             want.setdefault(id(r.store), (r.store, set()))[1].update(missing)
-        staged.append((r, windows, sig))
+        staged.append((r, sig))
     fetched = {key: store.get_nodes(sorted(ids)) for key, (store, ids) in want.items()}
     out = []
-    for r, windows, sig in staged:
+    for r, sig in staged:
         got = fetched.get(id(r.store), {})
         for nid, s in sig.items():
             if "node" not in s:
@@ -192,10 +148,11 @@ def gather(reqs: Sequence[Request], *, device: str = "cpu") -> list[Gathered]:
                 if s["node"] is not None and not s["node"].redacted and s["node"].provenance.namespace == r.namespace]
         nodes = [s["node"] for _, s in live]
         cos = r.vectors(nodes) @ r.vec if nodes else np.zeros(0)
-        cands = [Signals(cos=float(c), **s) for (_, s), c in zip(live, cos)]
-        query = QueryInfo(r.question, r.vec, r.now, r.keys, windows)
-        X = feature_matrix(query, cands, first=r.first, tokens=r.tokens, cold=r.keys_of is not None)
-        out.append(Gathered(query, cands, X, r.keys_of is not None))
+        cands = [Signals.of(float(c), s) for (_, s), c in zip(live, cos)]
+        query = QueryInfo(r.question, r.vec, r.now, r.keys, r.windows)
+        columns = r.cfg.columns()
+        X = feature_matrix(query, cands, first=r.first, tokens=r.tokens, cold=r.keys_of is not None, columns=columns)
+        out.append(Gathered(query, cands, X, r.keys_of is not None, columns))
     return out
 
 
@@ -216,16 +173,29 @@ def _partner(r: Request, nid: str, node) -> str | None:
 
 
 def rerank(gathered: Sequence[Gathered], reranker) -> list[np.ndarray]:
-    """Every question's candidate scores from one reranker call over the stacked rows."""
-    if not gathered:
-        return []
-    X = np.concatenate([g.X for g in gathered])
-    groups = np.concatenate([np.full(len(g.cands), i) for i, g in enumerate(gathered)]).astype(int)
-    s = reranker.scores(X, groups) if len(X) else np.zeros(0)
-    out, start = [], 0
-    for g in gathered:
-        out.append(s[start:start + len(g.cands)])
-        start += len(g.cands)
+    """Every question's candidate scores from one reranker call over the stacked rows (one per set of columns). A
+    reranker that names its feature columns (``feature_names``) gets those columns, by name."""
+    out: list = [None] * len(gathered)
+    by_columns: dict[tuple[str, ...], list[int]] = {}
+    for i, g in enumerate(gathered):
+        by_columns.setdefault(g.columns, []).append(i)
+    for columns, idx in by_columns.items():
+        X = np.concatenate([gathered[i].X for i in idx])
+        groups = np.concatenate([np.full(len(gathered[i].cands), k) for k, i in enumerate(idx)]).astype(int)
+        names = getattr(reranker, "feature_names", None)
+        if names is not None and tuple(names) != columns:
+            missing = [n for n in names if n not in columns]
+            if missing:
+                from ..errors import InvalidInput
+
+                raise InvalidInput("method_options.reranker", f"the reranker reads features the reader does not "
+                                   f"compute: {missing}", fix="add their channels / features, or retrain the model")
+            X = X[:, [columns.index(n) for n in names]]
+        s = reranker.scores(X, groups) if len(X) else np.zeros(0)
+        start = 0
+        for i in idx:
+            out[i] = s[start:start + len(gathered[i].cands)]
+            start += len(gathered[i].cands)
     return out
 
 

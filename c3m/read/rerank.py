@@ -8,7 +8,8 @@ feature rows of a whole batch of questions (one call).
 - ``lgbm`` (``LgbmReranker``, "lgbm-lambdarank-v1"): a LightGBM LambdaRank model trained by
   ``training/train_reranker.py`` (synthetic train split + the real development dialogs, grouped cross-validation
   by history) and shipped as ``c3m/models/weights/reranker_lgbm.txt`` with its card ``RERANKER_CARD.md``.
-  ``lgbm:PATH`` loads another model file. Its feature names are checked against ``FEATURES``. The model is
+  ``lgbm:PATH`` loads another model file. Its feature names are checked against ``FEATURES`` (or the columns a
+  registered channel or feature adds: it reads its columns by name). The model is
   evaluated in numpy (``c3m.read.trees``): LightGBM is needed to train it, not to read with it.
 - ``rrf`` (``FusionReranker``, "rrf-v1"): reciprocal-rank fusion (k = 60) of the channel rankings (dense cosine,
   Cold-Store BM25, the index's relevance, pool BM25) — the named fallback when no model file is there, and the
@@ -40,6 +41,15 @@ class Reranker(Protocol):
     name: str
 
     def scores(self, X: np.ndarray, groups: np.ndarray) -> np.ndarray: ...
+
+
+def known_features() -> set[str]:
+    """Every feature column a reader can compute: ``FEATURES``, the registered channels' signals and the registered
+    extra features (``c3m.read.channels``, ``c3m.read.features.register_feature``)."""
+    from .channels import CHANNELS
+    from .features import EXTRA_FEATURES
+
+    return set(FEATURES) | set(EXTRA_FEATURES) | {f for ch in CHANNELS.values() for f in ch.features}
 
 
 def _col(name: str) -> int:
@@ -79,10 +89,13 @@ class LgbmReranker:
                                fix="train one with training/train_reranker.py, or use reranker='rrf'")
         self.path = Path(path)
         self.trees = TreeEnsemble(path)
-        if self.trees.feature_names != FEATURES:
+        names = self.trees.feature_names
+        if names != FEATURES and not set(names) <= known_features():
             raise InvalidInput("reranker", f"the model at {path} was trained on other features "
-                               f"({len(self.trees.feature_names)} columns)",
+                               f"({len(names)} columns)",
                                fix="retrain it with training/train_reranker.py for this version of c3m")
+        #: the columns it reads, by name (``read.pipeline.rerank`` hands it exactly these)
+        self.feature_names = names
         self.name = "lgbm-lambdarank-v1" if self.path == SHIPPED else f"lgbm:{self.path.name}"
 
     def scores(self, X: np.ndarray, groups: np.ndarray) -> np.ndarray:
