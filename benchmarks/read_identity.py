@@ -29,11 +29,11 @@ METHODS = ("c3m", "c3m:cold=false", "c3m-paper", "hivemem", "dense-topk", "bm25"
 SHARED_STORE = {"c3m:cold=false": "c3m"}
 
 
-def histories(cache: Path):
+def histories(cache: Path, real_path: str):
     from c3m.dataset import load_dataset
     from c3m.eval.synth import generate_dataset
 
-    real = load_dataset("/work/shared/data/memgallery-dev")[:2]
+    real = load_dataset(real_path)[:2]
     synth_dir = cache / "synth-hard-dev"
     if not (synth_dir / "episodes.jsonl").exists() and not synth_dir.exists():
         generate_dataset(synth_dir, length=4000, episodes=1, seed=0, progress=False, preset="hard", split="dev")
@@ -55,7 +55,7 @@ def run(args) -> dict:
 
     stores = Path(args.stores)
     stores.mkdir(parents=True, exist_ok=True)
-    hs = histories(stores)
+    hs = histories(stores, args.real)
     out: dict = {}
     specs = [m.strip() for m in args.methods.split(",") if m.strip()]
     for spec in specs:
@@ -112,6 +112,7 @@ def diff(a_path: str, b_path: str) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stores", default="/tmp/c3m-read-identity-stores")
+    ap.add_argument("--real", default="/work/shared/data/memgallery-dev", help="the Mem-Gallery dev episodes")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--singles", type=int, default=3, help="questions also read alone per history")
     ap.add_argument("--out")
