@@ -71,6 +71,7 @@ class MemoryMethod(ABC):
         self.write_budget = write_budget
         self.options = dict(options or {})
         self._vector_memo: dict[str, np.ndarray] = {}
+        self._text_memo: dict[str, np.ndarray] = {}
         self._node_memo: dict[tuple[str, bool], np.ndarray] = {}
         self._perception_memo: dict[str, list[ImagePerception]] = {}
         self._pending: dict[str, RawNode] = {}  # the session being prepared (not in the store yet)
@@ -81,6 +82,10 @@ class MemoryMethod(ABC):
         """Shared text embeddings [n, dim] of any texts (summaries, anchors, node texts): cached in the store by
         (embedder, content hash) and memoised in this process; only texts never seen are embedded."""
         emb = self.models.text_embedder
+        by_text = self._text_memo  # the same vectors by text, so a read's hundreds of anchor keys skip the hashing
+        known = [by_text.get(t) for t in texts]
+        if known and all(v is not None for v in known):
+            return np.stack(known).astype(np.float32)
         hashes = [text_sha256(t) for t in texts]
         missing = [h for h in dict.fromkeys(hashes) if h not in self._vector_memo]
         if missing:
@@ -94,8 +99,11 @@ class MemoryMethod(ABC):
             if len(self._vector_memo) > VECTOR_MEMO_ITEMS:
                 self._vector_memo.clear()
             self._vector_memo.update(got)
-        return (np.stack([self._vector_memo[h] for h in hashes]).astype(np.float32) if hashes
-                else np.zeros((0, emb.dim), np.float32))
+        rows = [self._vector_memo[h] for h in hashes]
+        if len(by_text) > VECTOR_MEMO_ITEMS:
+            by_text.clear()
+        by_text.update(zip(texts, rows))
+        return np.stack(rows).astype(np.float32) if hashes else np.zeros((0, emb.dim), np.float32)
 
     def node_vectors(self, nodes: Sequence[RawNode]) -> np.ndarray:
         """The Raw Nodes' shared embeddings [n, dim]: every method reads the same vectors (``embedding_texts``).

@@ -39,12 +39,22 @@ class BmerConfig:
 
 
 def lexical(q_keys: set[str], e: IndexEntry, index: ActiveIndex) -> float:
+    return lexical_scorer(q_keys, index)(e)
+
+
+def lexical_scorer(q_keys: set[str], index: ActiveIndex):
+    """``lexical(q_keys, e, index)`` as a function of the entry, the question's IDF weights computed once."""
     if not q_keys:
-        return 0.0
-    held = set(e.entities) | set(e.states) | {w for k in e.entities for w in k.split()}
+        return lambda e: 0.0
     w = {k: idf(k, index.df, index.n_docs) for k in q_keys}
     total = sum(w.values())
-    return sum(w[k] for k in q_keys if k in held) / total if total > 0 else 0.0
+    if not total > 0:
+        return lambda e: 0.0
+
+    def score(e: IndexEntry) -> float:
+        held = set(e.entities) | set(e.states) | {word for k in e.entities for word in k.split()}
+        return sum(w[k] for k in q_keys if k in held) / total
+    return score
 
 
 def routing_keys(index: ActiveIndex) -> np.ndarray:
@@ -63,7 +73,8 @@ def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBud
         return [], []
     if cos is None:
         cos = routing_keys(index) @ q
-    e_score = {e.entry_id: float(cos[i]) + cfg.lexical * lexical(q_keys, e, index) for i, e in enumerate(entries)}
+    lex = lexical_scorer(q_keys, index)
+    e_score = {e.entry_id: float(cos[i]) + cfg.lexical * lex(e) for i, e in enumerate(entries)}
     p_score = []
     for p, page in enumerate(index.pages):
         members = [e for e in entries if e.page == p]
