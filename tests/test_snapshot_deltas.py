@@ -15,7 +15,7 @@ from factories import make_session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import c3m.store.cold as cold
+import c3m.store.snapshots as cold  # ColdStore's snapshot part: put_snapshot, the checkpoint rule, the row decoder
 from c3m.config import MemoryConfig
 from c3m.demo import demo_history
 from c3m.errors import StoreError
