@@ -411,7 +411,8 @@ def cmd_eval(args) -> int:
     everything = run_eval(args.dataset, methods, args.out, config=cfg, budget=budget, workers=args.workers,
                           progress=not args.json, limit=args.limit, judge=args.judge, perception=args.perception,
                           answer=not args.no_answer)
-    header = make_header(cfg, budget, seed=args.seed, judge=args.judge, perception=args.perception)
+    header = make_header(cfg, budget, seed=args.seed, judge=args.judge, perception=args.perception,
+                         answered=not args.no_answer)
     metrics = write_report(everything, args.out, header)
     from .eval.table1 import write_table1
 

@@ -65,7 +65,7 @@ def _commit() -> str:
 
 
 def make_header(config, budget, *, seed: int = 0, command: str | None = None, judge: str | None = None,
-                perception: str | None = None) -> dict:
+                perception: str | None = None, answered: bool = True) -> dict:
     perception = perception or getattr(config, "perception", "none") or "none"
     label = {"none": "none (text only; image turns embedded with their neighbouring text)",
              "oracle": "oracle (the synthetic dataset's hidden scene graphs: an upper bound, not a model)",
@@ -76,6 +76,8 @@ def make_header(config, budget, *, seed: int = 0, command: str | None = None, ju
             "answer_accuracy": (f"judged: answerer {config.answerer}, judge {judge}, perception "
                                 f"{'oracle (hidden ground truth)' if perception.startswith('oracle') else perception if perception != 'none' else 'none (text only)'}"
                                 if judge else "not judged (no --judge); oracle-reader accuracy only"),
+            "answers": (f"answerer {config.answerer} on every context (token F1 / exact match against the gold, "
+                        "selective accuracy, refusals, mark errors)" if answered else "not answered (--no-answer)"),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": _commit(),
             "machine": describe_machine(),
             "seed": seed, "config": as_json_dict(config), "budget": as_json_dict(budget or config.reader_budget)}
