@@ -3,7 +3,7 @@
 Why: ``import lightgbm`` pulls in scipy (and scikit-learn when it is installed) — about 0.8 s and ~57,000 more
 objects for the garbage collector on every process that reads — for what is, at inference, a sum of small decision
 trees. Training stays with LightGBM (``training/train_reranker.py``), and LightGBM's own ``Booster.predict`` is the
-reference this module is tested against (``tests/test_trees.py``: random rows, NaNs, zeros, values on thresholds).
+reference this module is tested against (``tests/read/test_trees.py``: random rows, NaNs, zeros, values on thresholds).
 
 Supported: the text format's numerical splits with every missing-value mode (``decision_type``: bit 1 = default
 left, bits 2-3 = missing type None / Zero / NaN), one tree per iteration, no linear trees, no categorical splits

@@ -278,7 +278,7 @@ def test_two_processes_can_write_one_store(store_path):
             for i in range(int(sys.argv[2]), int(sys.argv[2]) + 6):
                 mem.add_session(make_session(i))
     """)
-    tests_dir = os.path.dirname(__file__)
+    tests_dir = os.path.dirname(os.path.dirname(__file__))  # tests/, where factories.py is
     procs = [subprocess.Popen([sys.executable, "-c", code, str(store_path), str(start), tests_dir])
              for start in (1, 101)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
