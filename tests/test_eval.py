@@ -240,6 +240,8 @@ def test_each_session_is_embedded_before_its_timed_write_and_no_later_one_is(tmp
     monkeypatch.setenv("C3M_TEST_PROBE", str(probe))
     res = run_eval([ds], ["test-memo-probe"], tmp_path / "out", config=CFG, progress=False)
     rows = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert rows[0]["session"] == "warm-up"  # the made-up session written to a scratch store before any timing
+    rows = rows[1:]
     assert [r["session"] for r in rows] == [s.id for s in h.sessions]
     assert all(r["primed"] for r in rows) and not any(r["future"] for r in rows)
     (r,) = next(iter(res["test-memo-probe"].values()))
