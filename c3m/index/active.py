@@ -67,6 +67,9 @@ def normalize(z: np.ndarray) -> np.ndarray:
     snapshot behaves bit-for-bit like the one that wrote it."""
     z = np.asarray(z, np.float32)
     n = float(np.linalg.norm(z))
+    if n < 1e-15:  # squares of such components are subnormal or zero in float32: measure and divide in float64
+        n = float(np.linalg.norm(z.astype(np.float64)))
+        return decode_vec(encode_vec((z.astype(np.float64) / n).astype(np.float32) if n > 0 else z))
     return decode_vec(encode_vec(z / n if n > 0 else z))
 
 
