@@ -39,7 +39,8 @@ EXTRAS = {
     # langgraph 1.2 / langchain 1.5, openai-agents 0.24, llama-index-core 0.14, autogen 0.7 (tests/integrations).
     "langgraph": ["langgraph>=1.0", "langchain-core>=1.0", "langchain>=1.0"],
     "openai-agents": ["openai-agents>=0.20"],
-    # llama-index-core pulls ~30 packages (SQLAlchemy, nltk, aiohttp, tiktoken): its own extra, out of "integrations"
+    # llama-index-core pulls ~30 packages (SQLAlchemy, nltk, aiohttp, tiktoken): its own extra, out of
+    # "integrations"; in "dev" (about 10 s of CI install) so the README's test command runs its adapter's tests too
     "llamaindex": ["llama-index-core>=0.13"],
     # autogen-ext's replay client is the offline model of the tests
     "autogen": ["autogen-core>=0.7", "autogen-agentchat>=0.7", "autogen-ext>=0.7"],
@@ -47,7 +48,7 @@ EXTRAS = {
 EXTRAS["integrations"] = sorted(set(EXTRAS["langgraph"] + EXTRAS["openai-agents"] + EXTRAS["autogen"]))
 EXTRAS["dev"] = sorted(
     set(EXTRAS["models"] + EXTRAS["kernels"] + EXTRAS["llm"] + EXTRAS["nlp"] + EXTRAS["server"] + EXTRAS["postgres"]
-        + EXTRAS["integrations"] + ["triton>=3.0", "scipy>=1.11", "lightgbm>=4.3"])
+        + EXTRAS["integrations"] + EXTRAS["llamaindex"] + ["triton>=3.0", "scipy>=1.11", "lightgbm>=4.3"])
     # httpx: FastAPI's TestClient; selenium: the inspector's browser test (Debian's chromium + chromium-driver)
     | {"pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "httpx>=0.27", "selenium>=4.20"}
 )
