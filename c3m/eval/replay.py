@@ -44,10 +44,10 @@ from ..index.reach import EMPTY, snapshot_view
 from ..models import Models
 from ..store.cold import NAMESPACE_RE, ColdStore
 from ..types import EvidenceForm, History, ReaderBudget, Session
-from .guard import QueryBlindnessViolation
+from .guard import QueryBlindnessViolation  # noqa: F401 (c3m.eval re-exports it from here)
 from .metrics import ROUTE_POOL, QuestionResult, mark_errors, score_answer, score_context
 from .runtime import load_models
-from .sandbox import Job, MethodProcess, MethodProcessError, method_module, reading
+from .sandbox import Job, MethodProcess, MethodProcessError, method_module
 
 #: questions per history also asked of the live (never reloaded) instance, to report a method whose reads
 #: change after the reload (None: every question)
