@@ -425,19 +425,27 @@ def cmd_eval(args) -> int:
     paired = compute_paired(everything, seed=args.seed)
     if paired:  # the comparison first: a difference on the same histories, not two separate intervals
         print("\n".join(paired_markdown(paired, "raw_support_recall")))
-    print("oracle-reader accuracy = all gold evidence in the context (evidence-only, no answerer); "
+    print("answer_f1 / answered / prec_answered / refused: the configured answerer (token F1, coverage, precision "
+          "among answered, refusal recall on AR and forgotten evidence); oracle-reader accuracy = all gold evidence in "
+          "the context (evidence-only); "
           "overall = IE/MSR/TR/KU; every figure measured by the harness")
     cols = ("oracle_reader_acc", "raw_support_recall", "route_hit", "pool_size", "text_tokens", "images")
     if not args.no_answer:  # answers beside evidence: token F1, coverage (answered), precision among answered
         cols = ("answer_f1", "answered", "precision_answered", "refused_should") + cols
     if args.judge:  # judged accuracy beside the evidence-only figures, not only in report.md
         cols = ("judged_acc",) + cols
-    print(f"{'method':<16}{'length':>7}{'category':>9}" + "".join(f"{c:>18}" for c in cols) + f"{'violations':>11}")
+    short = {"answer_f1": "answer_f1", "answered": "answered", "precision_answered": "prec_answered",
+             "refused_should": "refused", "judged_acc": "judged_acc", "oracle_reader_acc": "oracle_reader",
+             "raw_support_recall": "raw_SR", "route_hit": "route_hit", "pool_size": "pool",
+             "text_tokens": "text_tokens", "images": "images"}
+    width = max(len(w) for w in short.values()) + 2
+    print(f"{'method':<16}{'length':>7}{'category':>9}" + "".join(f"{short.get(c, c):>{width}}" for c in cols)
+          + f"{'violations':>11}")
     for method, by_len in metrics.items():
         for length, table in by_len.items():
             for cat, row in table.items():
                 cells = ["–" if row.get(c, {}).get("mean") is None else f"{row[c]['mean']:.3f}" for c in cols]
-                print(f"{method:<16}{length:>7}{cat:>9}" + "".join(f"{c:>18}" for c in cells)
+                print(f"{method:<16}{length:>7}{cat:>9}" + "".join(f"{c:>{width}}" for c in cells)
                       + f"{row.get('violations', 0):>11}")
     return 0
 
