@@ -317,6 +317,7 @@ def test_every_forged_context_is_a_violation_with_zero_credit(run, name):
     for q in r.questions:
         assert q.oracle_reader_acc == 0.0 and not q.support_recall and not q.raw_support_recall
         assert not q.route_hit and not q.evidence_acc and not q.judged_acc
+        assert not q.answer_correct and not q.answer_f1
 
 
 @pytest.mark.parametrize("name, metric", [("adv-forged-captions", "support_recall"),
@@ -369,6 +370,7 @@ def test_a_method_that_writes_to_the_store_is_voided(run, tmp_path, perception):
     for name, r in got.items():
         assert r.store_problems and all(q.violation == r.store_problems[0] for q in r.questions), name
         assert all(not q.support_recall and not q.oracle_reader_acc for q in r.questions)
+        assert all(not q.answer_correct and not q.answer_f1 for q in r.questions)  # answers earn nothing either
     if perception == "oracle":
         assert "did not write" in got["adv-planted-captions"].store_problems[0]
         assert "during the read phase" in got["adv-planted-node"].store_problems[-1]

@@ -301,7 +301,7 @@ def _void(q: QuestionResult, why: str) -> QuestionResult:
     return replace(q, violation=why, route_hit=zero(q.route_hit), support_recall=zero(q.support_recall),
                    raw_support_recall=zero(q.raw_support_recall), oracle_reader_acc=0.0,
                    evidence_acc=zero(q.evidence_acc), judged_acc=zero(q.judged_acc),
-                   answer_f1=zero(q.answer_f1), answer_em=zero(q.answer_em))
+                   answer_f1=zero(q.answer_f1), answer_em=zero(q.answer_em), answer_correct=zero(q.answer_correct))
 
 
 def _evidence_checker(gold, history_id: str, cold: ColdStore):
