@@ -135,8 +135,10 @@ def api_peers() -> set[tuple[str, int]]:
     import socket
     from urllib.parse import urlsplit
 
+    from ..models.api import BASE_URL_ENV  # the variables the api backend itself reads
+
     out: set[tuple[str, int]] = set()
-    for var in ("C3M_API_BASE_URL", "C3M_JUDGE_BASE_URL", "OPENAI_BASE_URL"):
+    for var in BASE_URL_ENV:
         url = os.environ.get(var)
         if not url:
             continue

@@ -135,16 +135,12 @@ class QuestionResult:
     @property
     def declined_with_evidence(self) -> float | None:
         """On answerable questions whose gold evidence is all in the context: 1 refused anyway ("not in memory")."""
-        if self.declined is None or self.category == "AR" or self.oracle_reader_acc < 1.0:
-            return None
-        return float(bool(self.refused))
+        return None if self.declined is None or self.should_decline else float(bool(self.refused))
 
     @property
     def unsure_with_evidence(self) -> float | None:
         """On answerable questions whose gold evidence is all in the context: 1 "not sure" (declined, not refused)."""
-        if self.declined is None or self.category == "AR" or self.oracle_reader_acc < 1.0:
-            return None
-        return float(bool(self.declined) and not self.refused)
+        return None if self.declined is None or self.should_decline else float(self.declined and not self.refused)
 
     @property
     def context_tokens(self) -> int:
@@ -203,9 +199,9 @@ def score_answer(scored: QuestionResult, q: Question, answer, judge=None) -> Que
     ``confidence`` (``c3m.eval.sandbox.AnswerRecord``). A context that violated the budget scores 0."""
     from ..models.judge import exact_match, is_refusal, token_f1
 
-    said_so = bool(getattr(answer, "declined", False))  # an answerer that says; else the judge's refusal lexicon
+    said_so = bool(answer.declined)  # an answerer that says; else the judge's refusal lexicon
     declined = said_so or is_refusal(answer.text)
-    refused = bool(getattr(answer, "refused", False)) if said_so else declined
+    refused = bool(answer.refused) if said_so else declined
     said = answer.span if answer.span else answer.text
     if q.category == "AR":
         f1 = em = None
@@ -218,9 +214,9 @@ def score_answer(scored: QuestionResult, q: Question, answer, judge=None) -> Que
     if judge is not None:
         judged = float(judge.judge(q.question, q.answer, answer.text, q.category).correct)
         correct = judged
-    if scored.violation:
-        f1, em, correct, judged = (None if f1 is None else 0.0), (None if em is None else 0.0), 0.0, \
-            (None if judged is None else 0.0)
+    if scored.violation:  # a context that broke the budget earns nothing, as in score_context
+        zero = lambda v: None if v is None else 0.0  # noqa: E731
+        f1, em, judged, correct = zero(f1), zero(em), zero(judged), 0.0
     return replace(scored, prediction=answer.text, answer_f1=f1, answer_em=em, answer_correct=correct,
                    judged_acc=judged, declined=declined, refused=refused, answer_confidence=answer.confidence)
 

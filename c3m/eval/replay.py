@@ -160,23 +160,13 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
             score = partial(_score, cold=cold, namespace=namespace, questions=questions, budget=budget, view=view,
                             models=models, config=config, judge=judge, route_pool=route_pool,
                             check=_evidence_checker(gold() if gold is not None else None, history.id, cold))
-            touched = _touch_problems(reply["main"], view, result.searches_cold_store)
-            result.questions = score(reply["main"], searches_cold_store=result.searches_cold_store)
-            if result.store_problems:
-                result.questions = [_void(q, result.store_problems[0]) for q in result.questions]
-            if touched:  # questions flagged for what they show keep that reason
-                result.questions = [q if q.violation else _void(q, touched[0]) for q in result.questions]
+            result.questions = _judged(reply["main"], score, view, result.searches_cold_store, result.store_problems)
             extra = []
             for v in reply["variants"]:
                 problems = list(result.store_problems)
                 if v["searches_cold_store_after"] != v["searches_cold_store"]:
                     problems.append("the variant's declaration changed after it was built")
-                qs = score(v, searches_cold_store=v["searches_cold_store"])
-                if problems:
-                    qs = [_void(q, problems[0]) for q in qs]
-                touched = _touch_problems(v, view, v["searches_cold_store"])
-                if touched:
-                    qs = [q if q.violation else _void(q, touched[0]) for q in qs]
+                qs = _judged(v, score, view, v["searches_cold_store"], problems)
                 extra.append(replace(result, method=v["spec"], searches_cold_store=v["searches_cold_store"],
                                      cold_search_bytes=cold_bytes if v["searches_cold_store"] else 0, questions=qs,
                                      reload_checked=0, reload_changed=0, reload_example=None,
@@ -235,6 +225,18 @@ def _score(read: dict, *, searches_cold_store: bool, cold: ColdStore, namespace:
                              mark_error=None if scored.violation else mark_errors(namespace, q, shown))
         out.append(scored)
     return out
+
+
+def _judged(read: dict, score, view, searches_cold_store: bool, problems: list[str]) -> list[QuestionResult]:
+    """One read phase scored, then voided: every question for a store or declaration problem, and for a read that
+    touched what its snapshot does not reach every question not already flagged for what it shows."""
+    questions = score(read, searches_cold_store=searches_cold_store)
+    if problems:
+        questions = [_void(q, problems[0]) for q in questions]
+    touched = _touch_problems(read, view, searches_cold_store)
+    if touched:
+        questions = [q if q.violation else _void(q, touched[0]) for q in questions]
+    return questions
 
 
 def _touch_problems(read: dict, view, searches_cold_store: bool) -> list[str]:

@@ -170,8 +170,7 @@ class _State:
         for wire in _ACTIVE:
             wire.phase = "read"
         mem = self.mem
-        mem.stats()  # sync
-        live, mem.method = mem.method, mem.fresh_method()
+        live, mem.method = mem.method, mem.fresh_method()  # fresh_method syncs to the store's last session
         fresh = {"bounded": bool(mem.method.bounded), "searches_cold_store": bool(mem.method.searches_cold_store)}
         main = self._read(mem, questions, budget, answer_view)
         out = {"declared_fresh": fresh, "main": main, "variants": []}
