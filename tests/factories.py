@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import io
 import sys
+import threading
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -66,3 +68,16 @@ def _integrity_errors() -> tuple[type[BaseException], ...]:
 
 #: what a refused write raises from either store engine (append-only triggers, constraints)
 DB_INTEGRITY_ERRORS = _integrity_errors()
+
+
+@contextmanager
+def serving(server):
+    """``server`` (a socketserver on loopback) answering on a daemon thread until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

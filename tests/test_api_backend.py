@@ -20,6 +20,7 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from factories import serving
 
 from c3m.errors import C3MError
 from c3m.models.answer import REFUSAL, content_words
@@ -155,15 +156,8 @@ class FakeOpenAI(ThreadingHTTPServer):
 
 @pytest.fixture
 def server():
-    srv = FakeOpenAI()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(FakeOpenAI()) as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(5)
 
 
 def make_client(srv: FakeOpenAI, **kw) -> ApiClient:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from factories import serving
 
 from c3m import Memory, Session, Turn
 from c3m.config import MemoryConfig
@@ -51,14 +51,8 @@ def llm():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     srv.daemon_threads = True
     srv.prompts, srv.replies = [], []
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(srv):
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(5)
 
 
 DAYS = [datetime(2026, 5, d, 18, 0) for d in (2, 9, 16, 23, 30)]
