@@ -97,7 +97,3 @@ def segments_scores(queries: np.ndarray, segments: Sequence[np.ndarray], *, devi
         row[idx] = scores
         out.append(row)
     return out
-
-
-# the selection stage lives in read.select (one home for the budget); kept importable from here
-from .select import SolveInstance, solve_many  # noqa: E402,F401
