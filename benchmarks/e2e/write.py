@@ -9,11 +9,11 @@ the same interpreter, so before and after are measured in one run on one machine
     python benchmarks/e2e/write.py --smoke                              # a tiny history, results to a temp dir
     python benchmarks/e2e/write.py --profile-dir benchmarks/results/profiles --methods c3m   # cProfile summaries
 
-``--harness DATASET`` measures the write path *at the evaluation harness's workload* instead: the history's
-methods replayed one after the other in one process, sharing the embedding memo, exactly as a ``c3m eval
---workers 2`` worker runs them (``c3m.eval.harness``: ``_init_worker`` with one thread per worker,
-``run_eval``'s jobs), with the harness's own per-session write time (``HistoryResult.write_seconds``), the
-overflow repairs it counts, and the exclusive per-stage seconds of every method; ``--profile-dir`` then also
+``--harness DATASET`` measures the write path *at the evaluation harness's workload* instead: each history
+written as a ``c3m eval --workers 2`` method process writes it (one thread, the scratch warm-up, each session's
+texts embedded untimed, then ``add_session`` timed: ``c3m.eval.sandbox``), re-enacted in this process so the stage
+clock sees it, with the harness's per-session write time, the overflow repairs and write violations it measures
+(``replay._measure_writes``), and the exclusive per-stage seconds of every method; ``--profile-dir`` then also
 writes one cProfile summary per stage (top functions by self time within the stage):
 
     python benchmarks/e2e/write.py --harness benchmarks/data/memgallery-dev --methods c3m,dense-topk,hybrid \
@@ -80,46 +80,72 @@ def work(args) -> int:
 
 
 def harness_work(args) -> int:
-    """One tree, in-process ``run_eval`` with one worker's thread setup and the stage clock per method."""
-    from c3m.eval import harness
+    """One tree: the harness's write workload in this process, one worker's thread setup, the stage clock per method.
+
+    The evaluation harness writes in a method process of its own, which this process's stage clock cannot reach,
+    so the same workload is re-enacted here with the harness's own steps (``c3m.eval.sandbox.warm_up`` and
+    ``timed_write``: the scratch warm-up, each session's texts embedded untimed, ``add_session`` timed) and its
+    own write measurement (``replay._measure_writes``: peak, violations, overflow repairs). No read phase: Support
+    Recall is ``c3m eval``'s (the column shows "—")."""
+    from c3m.config import MemoryConfig
+    from c3m.dataset import load_dataset
+    from c3m.eval.harness import method_spec, resolve_perception
+    from c3m.eval.replay import HistoryResult, _measure_writes, materialise_images, namespace_for
+    from c3m.eval.runtime import _init_worker, load_models
+    from c3m.eval.sandbox import timed_write, warm_up
+    from c3m.memory import Memory
     from c3m.methods import method_class
 
-    harness._init_worker(1)  # what each of `--workers 2` on this 2-core machine gets
+    _init_worker(1)  # what each of `--workers 2` on this 2-core machine gets
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     clock = StageClock(profile=bool(args.profile))
-    clock.active = False  # stages count inside add_session only (not the read phase)
-    install(clock, *[method_class(harness.method_spec(m)[0]) for m in methods])
-    replay = harness.replay_history
-
-    def labelled(history, store, *, config, **kw):
-        clock.label = config.method
-        return replay(history, store, config=config, **kw)
-
-    harness.replay_history = labelled
+    install(clock, *[method_class(method_spec(m)[0]) for m in methods])
+    histories = load_dataset(args.dataset)[:args.limit]
+    out = {"total_s": 0.0, "methods": {}}
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="c3m-e2e-harness-") as tmp:
-        t0 = time.perf_counter()
-        everything = harness.run_eval([args.dataset], methods, tmp, workers=1, progress=False, limit=args.limit,
-                                      perception=args.perception)
-        total = time.perf_counter() - t0
-    out = {"total_s": total, "methods": {}}
-    for spec, by_length in everything.items():
-        results = [r for rs in by_length.values() for r in rs]
-        out["methods"][spec] = {
-            "histories": len(results), "sessions": sum(len(r.write_seconds) for r in results),
-            "write_ms": [1000 * w for r in results for w in r.write_seconds],
-            "overflow_repairs": [r.overflow_repairs for r in results],
-            "write_violations": sum(len(r.write_violations) for r in results),
-            "support_recall": _mean([q.support_recall for r in results for q in r.questions
-                                     if getattr(q, "support_recall", None) is not None]),
-            "stages": clock.by_label.get(harness.method_spec(spec)[0], {})}
+        for spec in methods:
+            name, options = method_spec(spec)
+            cfg = MemoryConfig(method=name, method_options=options,
+                               perception=resolve_perception(args.perception or "none", args.dataset))
+            models = load_models(cfg)
+            results = []
+            for h in histories:
+                result = HistoryResult(h.id, name, "?")
+                with Memory(Path(tmp) / _safe_name(spec) / _safe_name(h.id), namespace_for(h.id), config=cfg,
+                            models=models) as mem:
+                    clock.label = WARM_UP  # its add_session is clocked apart and left out
+                    warm_up(cfg, models)
+                    clock.label = name
+                    result.bounded = bool(mem.method.bounded)
+                    for session in h.sessions:
+                        result.write_seconds.append(timed_write(mem, models, materialise_images(session),
+                                                                cfg.perception)["seconds"])
+                    _measure_writes(result, mem.store, mem.namespace, mem.method_name, models, cfg)
+                results.append(result)
+            out["methods"][spec] = {
+                "histories": len(results), "sessions": sum(len(r.write_seconds) for r in results),
+                "write_ms": [1000 * w for r in results for w in r.write_seconds],
+                "overflow_repairs": [r.overflow_repairs for r in results],
+                "write_violations": sum(len(r.write_violations) for r in results),
+                "support_recall": None,
+                "stages": clock.by_label.get(name, {})}
+    out["total_s"] = time.perf_counter() - t0
     if args.profile:
         for (label, stage) in sorted(clock.profiles):
-            text = clock.profile_summary(label, stage)
+            text = clock.profile_summary(label, stage) if label != WARM_UP else None
             if text:
-                Path(f"{args.profile}.{harness._safe(label)}.{stage}.txt").write_text(
+                Path(f"{args.profile}.{_safe_name(label)}.{stage}.txt").write_text(
                     f"# {label}, stage {stage}: top functions by self time within the stage (cProfile)\n" + text)
     Path(args.json).write_text(json.dumps(out))
     return 0
+
+
+WARM_UP = "(warm-up)"
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
 
 
 def _mean(xs):
@@ -191,10 +217,11 @@ def run_harness(args) -> int:
              f"Command: `python benchmarks/e2e/write.py {' '.join(sys.argv[1:])}` at commit "
              f"{git_commit(args.after_tree or ROOT)}"
              + (f", before = commit {git_commit(args.before_tree)}" if args.before_tree else "") + ". "
-             "Each tree replays the dataset in one fresh process the way one `c3m eval --workers 2` worker does "
-             "(one BLAS/OpenMP thread, the methods of a history one after the other sharing the embedding memo); "
-             "write ms are the harness's own per-session times, stages exclusive wall seconds summed over the run "
-             "(`_write_stages.py`).", "",
+             "Each tree writes the dataset in one fresh process the way its `c3m eval --workers 2` does (one "
+             "BLAS/OpenMP thread; from this change on, each history as a method process writes it: a scratch warm-up, "
+             "each session's texts embedded untimed, `add_session` timed; Support Recall is then `c3m eval`'s, "
+             "shown as —); write ms are the harness's own per-session times, stages exclusive wall seconds summed "
+             "over the run (`_write_stages.py`).", "",
              "| tree | method | histories | sessions | write p50 ms | p95 ms | mean ms | overflow repairs / history "
              "| write violations | Support Recall |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:

@@ -79,6 +79,38 @@ class ReadRecord:
 
 
 # -- the method's side ---------------------------------------------------------------------------------------------
+def warm_up(config, models) -> None:
+    """One made-up two-turn session written to a scratch store before the first timed write, so write times
+    leave out the process's one-time loads (a parser, compiled kernels), as the one-process harness's did after
+    its first history. Made-up text only: nothing of the history, nothing memoised that a real turn could hit."""
+    import tempfile
+    from datetime import datetime
+
+    from ..memory import Memory
+    from ..types import Session, Turn
+
+    with tempfile.TemporaryDirectory(prefix="c3m-warm-up-") as tmp, \
+            Memory(tmp, "warm-up", config=config, models=models) as scratch:
+        scratch.add_session(Session("warm-up", datetime(2000, 1, 1, 12), (
+            Turn("user", "Yesterday I painted the old garden bench dark green."),
+            Turn("assistant", "A green bench will look lovely by the roses."))))
+
+
+def timed_write(mem, models, session, perception: str | None) -> dict:
+    """Write one session as the harness times it: its turns' texts embedded first, untimed (every method pays the
+    same; skipped with a perception backend, whose captions join the texts), then ``add_session`` timed."""
+    from ..methods.base import session_embedding_texts
+
+    prime = 0.0
+    if perception in (None, "none"):
+        t0 = time.perf_counter()
+        models.text_embedder.embed(list(dict.fromkeys(session_embedding_texts(session))))
+        prime = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    added = mem.add_session(session)
+    return {"seconds": time.perf_counter() - t0, "embed_seconds": prime, "seq": added.seq}
+
+
 def _serve(conn, job: Job) -> None:
     """The method process: models first (harness code; the oracle reads its scene table here), then the tripwire,
     then the method's own code (its module, its constructor, its writes and reads)."""
@@ -128,38 +160,12 @@ class _State:
                          "snapshot_key": m.snapshot_key}
         self.warmed = False
 
-    def _warm_up(self) -> None:
-        """One made-up two-turn session written to a scratch store before the first timed write, so write times
-        leave out the process's one-time loads (a parser, compiled kernels), as the one-process harness's did after
-        its first history. Made-up text only: nothing of the history, nothing memoised that a real turn could hit."""
-        import tempfile
-        from datetime import datetime
-
-        from ..memory import Memory
-        from ..types import Session, Turn
-
-        self.warmed = True
-        with tempfile.TemporaryDirectory(prefix="c3m-warm-up-") as tmp, \
-                Memory(tmp, "warm-up", config=self.job.config, models=self.models) as scratch:
-            scratch.add_session(Session("warm-up", datetime(2000, 1, 1, 12), (
-                Turn("user", "Yesterday I painted the old garden bench dark green."),
-                Turn("assistant", "A green bench will look lovely by the roses."))))
-
     def session(self, session) -> dict:
-        """Write one session: its turns' texts are embedded first, untimed (every method pays the same), then
-        ``add_session`` is timed."""
-        from ..methods.base import session_embedding_texts
-
+        """Write one session (``timed_write``), the scratch warm-up first if this is the process's first write."""
         if not self.warmed:
-            self._warm_up()
-        prime = 0.0
-        if self.job.config.perception in (None, "none"):
-            t0 = time.perf_counter()
-            self.models.text_embedder.embed(list(dict.fromkeys(session_embedding_texts(session))))
-            prime = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        added = self.mem.add_session(session)
-        return {"seconds": time.perf_counter() - t0, "embed_seconds": prime, "seq": added.seq}
+            warm_up(self.job.config, self.models)
+            self.warmed = True
+        return timed_write(self.mem, self.models, session, self.job.config.perception)
 
     def ask(self, questions: list[tuple[str, str]], budget) -> dict:
         """Every question once through ``retrieve_many`` on an instance reloaded from the last snapshot; the live
