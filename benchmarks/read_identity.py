@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.diff:
         return diff(*args.diff)
-    from c3m.eval.harness import _init_worker
+    from c3m.eval.runtime import _init_worker
 
     _init_worker(args.threads)
     out = run(args)

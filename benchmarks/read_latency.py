@@ -106,7 +106,8 @@ def percentile(xs, p) -> float:
 def run(args) -> dict:
     from c3m import Memory, MemoryConfig
     from c3m.dataset import load_dataset
-    from c3m.eval.harness import _init_worker, method_spec
+    from c3m.eval.harness import method_spec
+    from c3m.eval.runtime import _init_worker
     from c3m.types import ReaderBudget
 
     _init_worker(args.threads)

@@ -14,7 +14,8 @@ from c3m import Memory
 from c3m.budget import SnapshotView, caption_matches, measure_context, measure_index
 from c3m.config import MemoryConfig
 from c3m.dataset import load_dataset
-from c3m.eval.harness import _models, run_eval
+from c3m.eval.harness import run_eval
+from c3m.eval.runtime import _models
 from c3m.eval.metrics import score_context
 from c3m.eval.report import compute_metrics, markdown
 from c3m.eval.synth import generate_dataset

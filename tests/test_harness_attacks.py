@@ -195,12 +195,11 @@ class Saboteur(DenseTopK):
         super().__init__(*args, **kwargs)
         import numpy as np
 
-        from c3m.eval import harness
+        from c3m.eval import runtime
         from c3m.models.hashing import HashingEmbedder
 
         HashingEmbedder.embed = lambda self, texts: np.zeros((len(texts), self.dim), np.float32)  # noqa: ARG005
-        for models in [harness._models(*k) for k in getattr(harness._models, "_keys", [])]:
-            models.text_embedder._memo.clear()
+        runtime._models.cache_clear()  # the process's model cache: every method after this would load afresh
         memo = getattr(self.models.text_embedder, "_memo", None)
         if memo is not None:
             for k in list(memo):

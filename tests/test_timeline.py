@@ -7,7 +7,7 @@ import pytest
 
 from c3m import Memory, Session, Turn
 from c3m.models import ExtractiveAnswerer
-from c3m.models.answer import temporal_intent
+from c3m.language.question import temporal_intent
 from c3m.language.timeline import annotate, index_chain
 from c3m.types import (BudgetUse, Context, ContextItem, EvidenceForm, Provenance, ReaderBudget, RouteTrace,
                        chain_lines, item_header)

@@ -109,7 +109,7 @@ def pools_of_history(history, tag: str) -> dict:
 
 
 def _pool_job(job) -> dict:
-    from c3m.eval.harness import _init_worker
+    from c3m.eval.runtime import _init_worker
 
     _init_worker(1)
     history, tag = job

@@ -222,7 +222,8 @@ def build_pools(args: Args) -> Path:
     from c3m.config import MemoryConfig
     from c3m.dataset import load_dataset
     from c3m.eval.evidence import HiddenGold
-    from c3m.eval.harness import _models, _safe, resolve_perception
+    from c3m.eval.harness import _safe
+    from c3m.eval.runtime import _models, resolve_perception
     from c3m.memory import Memory
     from c3m.store.cold import NAMESPACE_RE
 

@@ -25,7 +25,7 @@ from ..config import MemoryConfig
 from ..errors import InvalidInput
 from ..types import History, ReaderBudget
 from .metrics import ROUTE_POOL
-from .runtime import THREAD_ENV, _init_worker, _models, load_models, resolve_perception  # noqa: F401 (re-exported)
+from .runtime import load_models, resolve_perception
 from .replay import HistoryResult, replay_history
 
 LENGTH_BUCKETS = {"32k": 32_000, "64k": 64_000, "128k": 128_000}

@@ -30,7 +30,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 from ._core import MemoryWorker, data_url, decode_image, evidence_text, merged, now_utc, provenance, require, utc
 

@@ -34,7 +34,7 @@ from datetime import datetime
 from ..language.attributes import (_WORDS_OF, ATTRIBUTE_HINTS, CHANGE_CUES, NUMBER_WORDS, STATED_CHANGE, VISUAL,
                                about_clauses, changed_without_value, fold, hypothetical, mentions, values)
 from ..language import spatial
-from ..language.question import NOW_CUES, PAST_CUES, Query, analyse, temporal_intent  # noqa: F401 (re-exported)
+from ..language.question import Query, analyse
 from ..language.timeline import Found, event_time, item_text, owned, subject_chain
 from ..types import Answer, Context, ContextItem, EvidenceForm
 
