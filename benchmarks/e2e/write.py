@@ -87,12 +87,15 @@ def harness_work(args) -> int:
     ``timed_write``: the scratch warm-up, each session's texts embedded untimed, ``add_session`` timed) and its
     own write measurement (``replay._measure_writes``: peak, violations, overflow repairs). No read phase: Support
     Recall is ``c3m eval``'s (the column shows "—")."""
+    try:
+        from c3m.eval.sandbox import timed_write, warm_up
+    except ImportError:  # a tree from before the method process: its harness wrote in-process
+        return _harness_work_in_process(args)
     from c3m.config import MemoryConfig
     from c3m.dataset import load_dataset
     from c3m.eval.harness import method_spec, resolve_perception
     from c3m.eval.replay import HistoryResult, _measure_writes, materialise_images, namespace_for
     from c3m.eval.runtime import _init_worker, load_models
-    from c3m.eval.sandbox import timed_write, warm_up
     from c3m.memory import Memory
     from c3m.methods import method_class
 
@@ -131,14 +134,57 @@ def harness_work(args) -> int:
                 "support_recall": None,
                 "stages": clock.by_label.get(name, {})}
     out["total_s"] = time.perf_counter() - t0
-    if args.profile:
-        for (label, stage) in sorted(clock.profiles):
-            text = clock.profile_summary(label, stage) if label != WARM_UP else None
-            if text:
-                Path(f"{args.profile}.{_safe_name(label)}.{stage}.txt").write_text(
-                    f"# {label}, stage {stage}: top functions by self time within the stage (cProfile)\n" + text)
+    _write_profiles(args.profile, clock)
     Path(args.json).write_text(json.dumps(out))
     return 0
+
+
+def _harness_work_in_process(args) -> int:
+    """A tree whose harness still wrote in its own process (e25fe86 and earlier): in-process ``run_eval`` with one
+    worker's thread setup and the stage clock per method, as that harness ran it."""
+    from c3m.eval import harness
+    from c3m.methods import method_class
+
+    harness._init_worker(1)  # what each of `--workers 2` on this 2-core machine gets
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    clock = StageClock(profile=bool(args.profile))
+    clock.active = False  # stages count inside add_session only (not the read phase)
+    install(clock, *[method_class(harness.method_spec(m)[0]) for m in methods])
+    replay = harness.replay_history
+
+    def labelled(history, store, *, config, **kw):
+        clock.label = config.method
+        return replay(history, store, config=config, **kw)
+
+    harness.replay_history = labelled
+    with tempfile.TemporaryDirectory(prefix="c3m-e2e-harness-") as tmp:
+        t0 = time.perf_counter()
+        everything = harness.run_eval([args.dataset], methods, tmp, workers=1, progress=False, limit=args.limit,
+                                      perception=args.perception)
+        total = time.perf_counter() - t0
+    out = {"total_s": total, "methods": {}}
+    for spec, by_length in everything.items():
+        results = [r for rs in by_length.values() for r in rs]
+        out["methods"][spec] = {
+            "histories": len(results), "sessions": sum(len(r.write_seconds) for r in results),
+            "write_ms": [1000 * w for r in results for w in r.write_seconds],
+            "overflow_repairs": [r.overflow_repairs for r in results],
+            "write_violations": sum(len(r.write_violations) for r in results),
+            "support_recall": _mean([q.support_recall for r in results for q in r.questions
+                                     if getattr(q, "support_recall", None) is not None]),
+            "stages": clock.by_label.get(harness.method_spec(spec)[0], {})}
+    _write_profiles(args.profile, clock)
+    Path(args.json).write_text(json.dumps(out))
+    return 0
+
+
+def _write_profiles(prefix: str | None, clock: StageClock) -> None:
+    """One cProfile summary per (method, stage) at ``PREFIX.<method>.<stage>.txt`` (the warm-up's left out)."""
+    for (label, stage) in sorted(clock.profiles or ()):
+        text = clock.profile_summary(label, stage) if prefix and label != WARM_UP else None
+        if text:
+            Path(f"{prefix}.{_safe_name(label)}.{stage}.txt").write_text(
+                f"# {label}, stage {stage}: top functions by self time within the stage (cProfile)\n" + text)
 
 
 WARM_UP = "(warm-up)"
