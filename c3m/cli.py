@@ -740,9 +740,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--split", default="test", choices=("train", "dev", "test"),
                     help="vocabulary/template pool (learned parts train on 'train', are scored on 'test')")
-    sp.add_argument("--preset", default="easy", choices=("easy", "hard"),
+    sp.add_argument("--preset", default="easy", choices=("easy", "hard", "photo"),
                     help="easy: the original generator; hard: mention noise, photo bursts, filler grammar and AR "
-                         "questions with evidence, calibrated so dense top-k does not saturate")
+                         "questions with evidence, calibrated so dense top-k does not saturate; photo: hard's "
+                         "questions with changes shown only in photos under short generic captions, small talk "
+                         "repeated word for word and 2-4 changes per entity over several hundred sessions")
     sp.add_argument("--workers", type=int, default=1, help="parallel worker processes")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true", help="print the manifest")

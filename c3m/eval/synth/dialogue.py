@@ -7,6 +7,11 @@ Filler pads each history to its token target without naming any entity, colour o
 The ``hard`` preset (``hard=True`` below) words facts from ``hard_vocab`` (several phrasings per kind),
 pads with a multi-sentence filler grammar, and adds many statement-free mentions per entity (plain,
 near-miss and look-alike pairs), so naming an entity is a weak cue and a change word is no proof of a change.
+
+The ``photo`` preset (``photo=True``, with ``hard=True``) words changes shown only in a picture and re-shots
+with one pool of short generic captions (``photo_vocab``: 25-60 characters, the entity and nothing else),
+words other facts as ``hard`` does (wrapped in chat or, 40% of the time, alone), and instead of the hard
+mentions repeats 8-11 small-talk lines per history word for word (``SMALL_TALK_SHARE`` of the length).
 """
 from __future__ import annotations
 
@@ -15,8 +20,9 @@ from dataclasses import dataclass
 
 from ...models.tokens import ApproxTokenCounter
 from .hard_vocab import HARD_FILLER, HARD_TEMPLATES
+from .photo_vocab import PHOTO_TEMPLATES
 from .vocab import FILLER, TEMPLATES
-from .world import Entity, Event, World
+from .world import PHOTO_UPDATES, Entity, Event, World
 
 _COUNTER = ApproxTokenCounter()
 
@@ -42,12 +48,21 @@ def _sentence(text: str) -> str:
     return text[0].upper() + text[1:] if text else text
 
 
-def templates(split: str, hard: bool) -> dict[str, tuple[str, ...]]:
-    """The split's templates; ``hard`` overrides the fact, mention and AR phrasings."""
+def templates(split: str, hard: bool, photo: bool = False) -> dict[str, tuple[str, ...]]:
+    """The split's templates; ``hard`` overrides the fact, mention and AR phrasings, ``photo`` adds its own."""
+    if photo:
+        return {**TEMPLATES[split], **HARD_TEMPLATES[split], **PHOTO_TEMPLATES[split]}
     return {**TEMPLATES[split], **HARD_TEMPLATES[split]} if hard else TEMPLATES[split]
 
 
-def user_text(world: World, event: Event, rng: random.Random, hard: bool = False) -> str:
+#: ``photo``: event kinds captioned with a short generic photo line (changes shown only in the picture, and
+#: re-shots of an unchanged entity, so the words never tell the two apart)
+PHOTO_CAPTIONED = (*PHOTO_UPDATES, "obj_same")
+#: ``photo``: share of the other fact turns said alone, without chat around them (short stated updates)
+PHOTO_BARE_FACTS = 0.4
+
+
+def user_text(world: World, event: Event, rng: random.Random, hard: bool = False, photo: bool = False) -> str:
     """The user's words for one event, from the split's templates."""
     ent = world.entities[event.entity]
     state = world.state_at(event.entity, world.events.index(event))
@@ -62,8 +77,13 @@ def user_text(world: World, event: Event, rng: random.Random, hard: bool = False
         values.update(name=person.name, relation=person.static["relation"])
     elif ent.type == "person":
         values.update(relation=ent.static["relation"], job=ent.static["job"])
-    template = rng.choice(templates(world.split, hard)[event.kind])
+    if photo and event.kind in PHOTO_CAPTIONED:
+        key = "photo_shop" if ent.type == "shop" else "photo_state"
+        return _sentence(rng.choice(PHOTO_TEMPLATES[world.split][key]).format(**values))
+    template = rng.choice(templates(world.split, hard, photo)[event.kind])
     text = _sentence(template.format(**values))
+    if photo and rng.random() < PHOTO_BARE_FACTS:
+        return text
     if hard:  # facts come wrapped in chat, as in real conversations (and not as the shortest turns)
         text = " ".join([text, *_extra_sentences(HARD_FILLER[world.split], rng, rng.randint(1, 2))])
     return text
@@ -95,7 +115,7 @@ def _extra_sentences(f: dict, rng: random.Random, n: int) -> list[str]:
 @dataclass
 class Pair:
     """A user turn and the assistant's reply; ``event`` is set for fact turns, ``mention`` (kind, entity
-    ids) for hard-preset mention turns that state nothing."""
+    ids) for hard-preset mention turns and photo-preset small talk that state nothing."""
 
     user: str
     assistant: str
@@ -106,17 +126,19 @@ class Pair:
 
 
 def assemble(world: World, rng: random.Random, n_sessions: int, target_tokens: int,
-             hard: bool = False) -> list[list[Pair]]:
+             hard: bool = False, photo: bool = False) -> list[list[Pair]]:
     """Sessions of (user, assistant) pairs: one fact pair per scheduled event, then filler pairs placed at
     random until the text reaches ``target_tokens`` (it overshoots by less than one pair)."""
     sessions: list[list[Pair]] = [[] for _ in range(n_sessions)]
     total = 0
     for event in world.events:
-        u, a = user_text(world, event, rng, hard), ack(world.split, rng)
+        u, a = user_text(world, event, rng, hard, photo), ack(world.split, rng)
         pair = Pair(u, a, event, count_tokens(u) + count_tokens(a))
         sessions[event.session].append(pair)
         total += pair.tokens
-    if hard:
+    if photo:
+        total += _add_small_talk(world, sessions, rng, target_tokens)
+    elif hard:
         total += _add_hard_mentions(world, sessions, rng, target_tokens)
     else:
         total += _add_mentions(world, sessions, rng)
@@ -229,4 +251,47 @@ def _add_hard_mentions(world: World, sessions: list[list[Pair]], rng: random.Ran
             put("twins", rng.choice(t["mention_twins"]).format(ref_a=ref(world, world.entities[a]),
                                                                ref_b=ref(world, world.entities[b])),
                 (a, b), max(first[a], first[b]) + 1, len(sessions) - 1)
+    return added
+
+
+#: ``photo``: share of a history's text tokens spent on repeated small talk, and how many distinct lines
+SMALL_TALK_SHARE, SMALL_TALK_LINES = 0.3, (8, 11)
+
+
+def _add_small_talk(world: World, sessions: list[list[Pair]], rng: random.Random, target_tokens: int) -> int:
+    """``photo``: 8-11 small-talk lines, each naming one object or the vehicle and stating nothing about it,
+    every line repeated word for word (with the same reply) until ``SMALL_TALK_SHARE`` of the length is spent,
+    each copy in a random session between the entity's first event and its sale. Entities that change come first, so
+    the subjects of "what is X now?" are the ones talked about the most. Each copy is a ``Pair`` with
+    ``mention = ("small_talk", (entity,))``, so the hidden world record can list it."""
+    t = PHOTO_TEMPLATES[world.split]["small_talk"]
+    first, gone = _lifetimes(world)
+    changes: dict[str, int] = {}
+    for e in world.events:
+        if e.changes and e.kind not in ("room_intro", "vehicle_intro", "shop_intro", "obj_intro", "obj_intro_colour",
+                                        "obj_twin"):
+            changes[e.entity] = changes.get(e.entity, 0) + 1
+    talkable = [eid for eid in sorted(first) if world.entities[eid].type in ("object", "vehicle")
+                and gone.get(eid, len(sessions)) - 1 >= first[eid] + 1]
+    changing = [eid for eid in talkable if changes.get(eid, 0) >= 2]
+    rest = [eid for eid in talkable if eid not in changing]
+    rng.shuffle(changing)
+    rng.shuffle(rest)
+    n_lines = rng.randint(*SMALL_TALK_LINES)
+    order = changing + rest
+    if not order:
+        return 0
+    subjects = [order[i % len(order)] for i in range(n_lines)]
+    lines = []
+    for eid, template in zip(subjects, rng.sample(t, n_lines)):
+        text = _sentence(template.format(ref=ref(world, world.entities[eid])))
+        reply = ack(world.split, rng)
+        lines.append((eid, text, reply, count_tokens(text) + count_tokens(reply)))
+    budget = SMALL_TALK_SHARE * target_tokens
+    added = 0
+    while added < budget:
+        eid, text, reply, tokens = lines[rng.randrange(len(lines))]
+        session = sessions[rng.randint(first[eid] + 1, gone.get(eid, len(sessions)) - 1)]
+        session.insert(rng.randint(0, len(session)), Pair(text, reply, None, tokens, ("small_talk", (eid,))))
+        added += tokens
     return added

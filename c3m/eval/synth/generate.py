@@ -26,15 +26,18 @@ from .dialogue import assemble, count_tokens, ref
 from .questions import QSpec, build_questions
 from .render import render_event
 from .vocab import HIDDEN, SPLITS
-from .world import MUTABLE, World, add_bursts, build_world, schedule, visible_attrs
+from .world import MUTABLE, PHOTO_UPDATES, World, add_bursts, build_world, schedule, visible_attrs
 
 GENERATOR = "c3m.eval.synth"
 VERSION = "1.0"
 TOLERANCE = 0.10
 MIN_LENGTH = 2000
 _OURS = {"episodes.jsonl", "images", HIDDEN, "manifest.json"}
-PRESETS = ("easy", "hard")
+PRESETS = ("easy", "hard", "photo")
 HARD_MIN_LENGTH = 4000  # below this the hard preset's facts and mentions alone overshoot the length
+PHOTO_MIN_LENGTH = 8000  # below this the photo preset's 2-4 changes per entity overshoot the length
+#: ``photo``: text tokens per session (several hundred short sessions at 48K, as in long chat histories)
+PHOTO_SESSION_TOKENS = 160
 
 
 def parse_length(length: int | str) -> int:
@@ -86,17 +89,20 @@ def generate_history(root: Path, split: str, index: int, seed: int, target: int,
                      preset: str = "easy") -> _Result:
     """One history; its images are written under ``root/images/<history id>/``. ``hard`` adds bursts
     of re-shared photos (sessions with more pictures than the reader's 8-image budget), mention noise,
-    the filler grammar and AR questions with evidence (see ``hard_vocab`` / ``dialogue``)."""
+    the filler grammar and AR questions with evidence (see ``hard_vocab`` / ``dialogue``). ``photo`` is
+    ``hard`` with short photo-only changes, repeated small talk instead of the mentions, 2-4 changes per
+    changing entity and many short sessions (``photo_vocab`` / ``world._photo_updates``)."""
     rng = random.Random(history_seed(seed, split, index))
     hid = f"{split}-{index:05d}"
-    hard = preset == "hard"
+    photo = preset == "photo"
+    hard = preset == "hard" or photo
     n_images = max(12, min(60, target // 900))
     world = build_world(rng, split, n_images=n_images, per_category=per_category, preset=preset)
-    n_sessions = max(len(world.events) + 2, round(target / 550))
+    n_sessions = max(len(world.events) + 2, round(target / (PHOTO_SESSION_TOKENS if photo else 550)))
     schedule(world, rng, n_sessions)
     if hard:
         add_bursts(world, rng, 1 + target // 40000)
-    pairs = assemble(world, rng, n_sessions, target, hard)
+    pairs = assemble(world, rng, n_sessions, target, hard, photo)
     times = _session_times(rng, n_sessions)
     sids = [f"s{i + 1:03d}" for i in range(n_sessions)]
 
@@ -132,11 +138,41 @@ def generate_history(root: Path, split: str, index: int, seed: int, target: int,
         q_hidden.append(_question_record(hid, qid, spec, sids, image_of))
     history = History(hid, tuple(sessions), tuple(questions))
     record = _world_record(world, hid, sids, times, image_of)
-    if hard:  # statement-free mention turns, so tests can check they are never evidence nor change a timeline
+    if photo:
+        _photo_records(record, q_hidden, pairs, sids, sessions)
+    elif hard:  # statement-free mention turns, so tests can check they are never evidence nor change a timeline
         record["mentions"] = [{"session": sids[s], "turn": p.turn, "kind": p.mention[0], "entities": list(p.mention[1])}
                               for s, session_pairs in enumerate(pairs) for p in session_pairs if p.mention]
     return _Result(history, scenes, _relation_records(world, hid, sids, image_of), record, q_hidden,
                    sum(count_tokens(t) for t in texts), len(scenes))
+
+
+def _photo_records(record: dict, q_hidden: list[dict], pairs, sids: list[str], sessions: list[Session]) -> None:
+    """``photo``: what diagnostics break numbers down by. ``record["photo_turns"]``: every user turn whose
+    change is shown only in its picture under a short generic caption; ``record["small_talk"]``: the
+    distinct small-talk lines, each with every (session, turn) it is repeated at (statement-free: never
+    evidence, never a change); ``record["mentions"]``: the same turns one per row, as the hard preset lists
+    its mentions. Each question's support rows get ``photo_only`` and ``text_chars`` (the turn's length)."""
+    photo_turns, lines = [], {}
+    for s, session_pairs in enumerate(pairs):
+        for p in session_pairs:
+            if p.event is not None and p.event.kind in PHOTO_UPDATES:
+                photo_turns.append({"session": sids[s], "turn": p.turn, "entity": p.event.entity,
+                                    "event": p.event.kind, "attributes": sorted(p.event.changes),
+                                    "chars": len(p.user)})
+            if p.mention is not None:
+                line = lines.setdefault(p.user, {"text": p.user, "entities": list(p.mention[1]), "at": []})
+                line["at"].append({"session": sids[s], "turn": p.turn})
+    record["photo_turns"] = photo_turns
+    record["small_talk"] = sorted(lines.values(), key=lambda x: x["text"])
+    record["mentions"] = [{"session": at["session"], "turn": at["turn"], "kind": "small_talk",
+                           "entities": line["entities"]} for line in record["small_talk"] for at in line["at"]]
+    photo_at = {(p["session"], p["turn"]) for p in photo_turns}
+    text = {(sids[s], t): turn.text for s, session in enumerate(sessions) for t, turn in enumerate(session.turns)}
+    for q in q_hidden:
+        for row in q["support"]:
+            row["photo_only"] = (row["session"], row["turn"]) in photo_at
+            row["text_chars"] = len(text[(row["session"], row["turn"])])
 
 
 def _question_record(hid: str, qid: str, spec: QSpec, sids: list[str], image_of: dict) -> dict:
@@ -250,7 +286,9 @@ def generate_dataset(out: str | Path, *, length: int | str = "32k", episodes: in
     """Write ``episodes`` synthetic histories of about ``length`` text tokens to ``out`` and return it.
 
     ``preset="easy"`` is the original generator (output unchanged); ``"hard"`` is calibrated so dense
-    top-k retrieval does not saturate (benchmarks/results/hard-synth-cpu/calibration.md).
+    top-k retrieval does not saturate (benchmarks/results/hard-synth-cpu/calibration.md); ``"photo"`` has
+    changes shown only in photos under short generic captions, word-for-word repeated small talk and 2-4
+    changes per entity (benchmarks/results/photo-synth-cpu/calibration.md).
 
     See the package docstring for the files written. Same arguments give byte-identical files, whatever
     ``workers`` is.
@@ -263,6 +301,9 @@ def generate_dataset(out: str | Path, *, length: int | str = "32k", episodes: in
     if preset == "hard" and target < HARD_MIN_LENGTH:
         raise InvalidInput("length", f"{target} tokens is too short for the hard preset",
                            fix=f"pass at least {HARD_MIN_LENGTH}")
+    if preset == "photo" and target < PHOTO_MIN_LENGTH:
+        raise InvalidInput("length", f"{target} tokens is too short for the photo preset",
+                           fix=f"pass at least {PHOTO_MIN_LENGTH}")
     for name, value, low in (("episodes", episodes, 1), ("workers", workers, 1), ("per_category", per_category, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise InvalidInput(name, f"must be an integer >= {low}, got {value!r}", fix=f"pass {name}={low} or more")

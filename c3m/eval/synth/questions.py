@@ -218,7 +218,8 @@ class _Asker:
             if len(line) >= 2:
                 value, ev = line[-1]
                 out.append(QSpec("KU", "ku_shop", self.say("q_ku_shop", street=ent.name), value,
-                                 [(ev, ent.id, "name", value)], True, {"attribute": "name", "updates": len(line) - 1}))
+                                 [(ev, ent.id, "name", value)], not self.said(ev, "name"),
+                                 {"attribute": "name", "updates": len(line) - 1}))
         for eid in sorted(sold):
             ev = next(e for e in self.w.observations(eid) if e.kind == "obj_sell")
             out.append(QSpec("KU", "ku_owned", self.say("q_ku_owned", ref=self.ref(eid)), self.say("a_ku_sold"),

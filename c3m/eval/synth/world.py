@@ -10,6 +10,10 @@ The plan deliberately contains the hard cases of C3M §1 / MemLens: look-alike t
 entities updated several times (repainted, moved, replaced, sold, renamed), details visible only in the
 picture (accessories, plates, neighbouring signs, collars), and updates whose new value is shown but
 not said.
+
+The ``photo`` preset plans every mutable entity (three rooms less one, the vehicle, a shop, half the
+single objects) with 2-4 changes, each said in words or shown only in a photo (about half each), so "what
+is X now?" has older values competing and the newest is often only in a picture (``PHOTO_UPDATES``).
 """
 from __future__ import annotations
 
@@ -18,6 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .vocab import POOLS, RELATIONS, ROOMS, SHAPES, SIDES, SPECIES, VEHICLES
+
+#: Event kinds whose new value is only in the picture; in the ``photo`` preset their text is a short generic
+#: caption that names the entity and nothing else (``photo_vocab.PHOTO_TEMPLATES["photo_state"]``).
+PHOTO_UPDATES = ("obj_repaint_image", "room_repaint_image", "vehicle_repaint_image", "shop_rename")
 
 #: Attributes that change over time, per entity type (everything else of an entity is static).
 MUTABLE = {"object": ("colour", "room", "brand", "status"), "room": ("colour",), "vehicle": ("colour",),
@@ -117,17 +125,20 @@ class _Builder:
 def build_world(rng: random.Random, split: str, *, n_images: int, per_category: int, preset: str = "easy") -> World:
     """Plan one history's world with about ``n_images`` pictured events and enough material for
     ``per_category`` questions of every category. ``hard`` adds more updates and re-shots per object and
-    one changed look-alike (so "latest" competes with older states and twins can be confused)."""
+    one changed look-alike (so "latest" competes with older states and twins can be confused); ``photo``
+    does too, and gives every changing entity 2-4 changes, about half of them shown only in a photo."""
     b, r = _Builder(rng, split), rng
+    photo = preset == "photo"
     rooms = r.sample(ROOMS, 4)
     room_ents = [b.entity("room", "room", name, {}, {"colour": r.choice(b.colours)}) for name in rooms]
-    fixed = _rooms(b, room_ents) + _people_and_pets(b, per_category) + _vehicle(b) + _shops(b)
-    _objects(b, rooms, max(8, n_images - fixed), hard=preset == "hard")
+    fixed = _rooms(b, room_ents, photo) + _people_and_pets(b, per_category) + _vehicle(b, photo) + _shops(b, photo)
+    _objects(b, rooms, max(8, n_images - fixed), hard=preset in ("hard", "photo"), photo=photo)
     return World(split, b.entities, b.events)
 
 
-def _rooms(b: _Builder, rooms: list[Entity]) -> int:
-    """Three rooms are shown; one is repainted twice and one once (KU / TR material)."""
+def _rooms(b: _Builder, rooms: list[Entity], photo: bool = False) -> int:
+    """Three rooms are shown; one is repainted twice and one once (KU / TR material); ``photo``: 2-4 and
+    2-3 times."""
     r = b.rng
     shown = rooms[:3]
     images = 0
@@ -135,6 +146,8 @@ def _rooms(b: _Builder, rooms: list[Entity]) -> int:
         slot = r.uniform(0.0, 0.35)
         b.event("room_intro", room, dict(room.initial), (), True, slot)
         colour, n_updates = room.initial["colour"], (2, 1, 0)[i]
+        if photo and i < 2:
+            n_updates = r.randint(2, 4 - i)
         for s in b.later_slots(slot, n_updates):
             colour = b.other_colour(colour)
             said = r.random() < 0.5
@@ -166,8 +179,9 @@ def _people_and_pets(b: _Builder, per_category: int) -> int:
     return per_category
 
 
-def _vehicle(b: _Builder) -> int:
-    """One vehicle, resprayed twice (once said, once only shown); its plate is visible only."""
+def _vehicle(b: _Builder, photo: bool = False) -> int:
+    """One vehicle, resprayed twice (once said, once only shown); its plate is visible only. ``photo``:
+    resprayed 2-4 times, each said or only shown at random."""
     r, pool = b.rng, b.pool
     letters = "ABCDEFGHJKLMNPRSTUVWXYZ"
     plate = f"{r.choice(letters)}{r.choice(letters)} {r.randint(1000, 9999)}"
@@ -177,6 +191,14 @@ def _vehicle(b: _Builder) -> int:
     slot = r.uniform(0.0, 0.4)
     b.event("vehicle_intro", v, dict(v.initial), (), True, slot)
     colour = v.initial["colour"]
+    if photo:
+        n = r.randint(2, 4)
+        for s in b.later_slots(slot, n):
+            colour = b.other_colour(colour)
+            said = r.random() < 0.5
+            b.event("vehicle_repaint_text" if said else "vehicle_repaint_image", v, {"colour": colour},
+                    ("colour",) if said else (), True, s)
+        return 1 + n
     said_at = r.randrange(2)
     for i, s in enumerate(b.later_slots(slot, 2)):
         colour = b.other_colour(colour)
@@ -186,9 +208,10 @@ def _vehicle(b: _Builder) -> int:
     return 3
 
 
-def _shops(b: _Builder) -> int:
+def _shops(b: _Builder, photo: bool = False) -> int:
     """Two shops on two streets: one never changes (its neighbouring sign is a visual-only IE detail),
-    one is renamed twice (the new names are shown on the sign, not said)."""
+    one is renamed twice (the new names are shown on the sign, not said). ``photo``: 2-4 renames, each
+    said (``shop_rename_text``) or only shown at random."""
     r, pool = b.rng, b.pool
     names = r.sample(pool.shops, 6)
     streets = r.sample(pool.streets, 2)
@@ -200,18 +223,23 @@ def _shops(b: _Builder) -> int:
         slot = r.uniform(0.0, 0.4)
         b.event("shop_intro", shop, dict(shop.initial), ("name",), True, slot)
         old = names[i]
-        for k, s in enumerate(b.later_slots(slot, 2 * i)):
-            new = names[4 + k]
-            b.event("shop_rename", shop, {"name": new}, (), True, s, old=old)
+        n = 2 * i if not photo else i * r.randint(2, 4)
+        fresh = names[4:] if not photo else names[4:] + [x for x in b.pool.shops if x not in names]
+        for k, s in enumerate(b.later_slots(slot, n)):
+            new = fresh[k]
+            said = photo and r.random() < 0.5
+            b.event("shop_rename_text" if said else "shop_rename", shop, {"name": new}, ("name",) if said else (),
+                    True, s, old=old)
             old = new
-        images += 1 + 2 * i
+        images += 1 + n
     return images
 
 
-def _objects(b: _Builder, rooms: list[str], budget: int, hard: bool = False) -> None:
+def _objects(b: _Builder, rooms: list[str], budget: int, hard: bool = False, photo: bool = False) -> None:
     """Objects fill the rest of the image budget: intros (one twin group), then updates and re-shots.
     ``hard``: the whole remaining budget goes to updates, half as many again to re-shots, and one
-    look-alike (never the original) is moved or repainted, which the AR twin questions ask about."""
+    look-alike (never the original) is moved or repainted, which the AR twin questions ask about.
+    ``photo`` (with ``hard``): each changing object gets 2-4 updates instead (``_photo_updates``)."""
     r, pool = b.rng, b.pool
     max_kinds = len(pool.kinds) - 3  # keep unused kinds for answer-refusal questions
     n_kinds = max(4, min(max_kinds, budget // 2 - 1))
@@ -259,11 +287,15 @@ def _objects(b: _Builder, rooms: list[str], budget: int, hard: bool = False) -> 
     # Half the singles stay observed once (clean IE targets); the rest change, some several times.
     changing = singles[: max(2, len(singles) // 2)]
     n_updates = max(len(changing) + 2, left if hard else (left * 2) // 3)
-    plan = {o.id: 1 for o in changing}
-    for _ in range(n_updates - len(changing)):
-        plan[r.choice(changing).id] += 1
-    for obj in changing:
-        _object_updates(b, obj, rooms, intro_slot[obj.id], plan[obj.id])
+    if photo:
+        for obj in changing:
+            _photo_updates(b, obj, rooms, intro_slot[obj.id], r.randint(2, 4))
+    else:
+        plan = {o.id: 1 for o in changing}
+        for _ in range(n_updates - len(changing)):
+            plan[r.choice(changing).id] += 1
+        for obj in changing:
+            _object_updates(b, obj, rooms, intro_slot[obj.id], plan[obj.id])
     # Re-shots of the same state ("same" relations) go to twins and changing objects only.
     reshoot = [o for o in objects if o.twin_group is not None] + changing
     if hard:
@@ -299,6 +331,31 @@ def _object_updates(b: _Builder, obj: Entity, rooms: list[str], after: float, n:
             colour = b.other_colour(colour)
             b.event("obj_repaint_image", obj, {"colour": colour}, (), True, s)
         elif choice < 0.85:
+            room = r.choice([x for x in rooms if x != room])
+            b.event("obj_move", obj, {"room": room}, ("room",), True, s)
+        else:
+            brand = r.choice([x for x in pool.brands if x != brand])
+            colour = b.other_colour(colour)
+            b.event("obj_replace", obj, {"brand": brand, "colour": colour}, ("brand",), True, s)
+
+
+def _photo_updates(b: _Builder, obj: Entity, rooms: list[str], after: float, n: int) -> None:
+    """``photo``: ``n`` changes of one object, colour-heavy so the newest colour is about half the time only
+    in a photo: 30% repaint said, 40% repaint only shown, 20% move (said: the room is not legible in the
+    picture), 10% replaced by another brand; the last one is a sale 8% of the time."""
+    r, pool = b.rng, b.pool
+    colour, room, brand = obj.initial["colour"], obj.initial["room"], obj.initial["brand"]
+    for i, s in enumerate(b.later_slots(after, n)):
+        choice = r.random()
+        if i == n - 1 and r.random() < 0.08:
+            b.event("obj_sell", obj, {"status": "sold"}, ("status",), False, s)
+        elif choice < 0.3:
+            colour = b.other_colour(colour)
+            b.event("obj_repaint_text", obj, {"colour": colour}, ("colour",), True, s)
+        elif choice < 0.7:
+            colour = b.other_colour(colour)
+            b.event("obj_repaint_image", obj, {"colour": colour}, (), True, s)
+        elif choice < 0.9:
             room = r.choice([x for x in rooms if x != room])
             b.event("obj_move", obj, {"room": room}, ("room",), True, s)
         else:
