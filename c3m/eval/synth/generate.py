@@ -127,7 +127,7 @@ def generate_history(root: Path, split: str, index: int, seed: int, target: int,
             texts += [pair.user, pair.assistant]
         sessions.append(Session(sids[s], times[s], tuple(turns)))
 
-    specs = build_questions(world, rng, times, texts, per_category, hard)
+    specs = build_questions(world, rng, times, texts, per_category, hard, photo)
     asked_at = times[-1] + timedelta(days=1)
     questions, q_hidden = [], []
     for n, spec in enumerate(specs, 1):

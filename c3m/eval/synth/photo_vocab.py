@@ -14,6 +14,7 @@ from __future__ import annotations
 
 PHOTO_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     "test": {
+        "q_tr_previous": ("What colour was {ref} before its latest repaint?",),
         # 25-60 characters with the reference filled in; no value, no change word, no split cue of dev/train
         "photo_state": ("Sharing a picture of {ref}.", "Here is {ref} this afternoon.", "Took a snap of {ref} earlier.",
                         "{ref}, photographed today.", "A photo of {ref} for you to see.", "This is {ref} today, pic attached."),
@@ -25,7 +26,7 @@ PHOTO_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
         "small_talk": ("I had my coffee right next to {ref} before work, like every morning.",
                        "My niece drew a picture of {ref} during her visit, it was adorable.",
                        "Whenever I sit near {ref} I end up daydreaming about holidays.",
-                       "The afternoon sun hits {ref} just right around four o'clock.",
+                       "The afternoon sun hits {ref} just right around teatime.",
                        "A friend on the phone asked if I still have {ref}, we laughed about it.",
                        "I listened to a podcast while sitting close to {ref} all evening.",
                        "Every guest who comes over seems to notice {ref} first.",
@@ -36,8 +37,9 @@ PHOTO_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
                        "Someone at the office wanted to know where I got {ref}."),
     },
     "dev": {
+        "q_tr_previous": ("Which colour did {ref} have just before it last got a new coat?",),
         "photo_state": ("A quick snap of {ref} for you.", "Here's {ref} in a photo from today.", "Snapped {ref} this morning.",
-                        "A picture of {ref} for you.", "{ref}, in today's photo.", "Look, {ref}, snapped just now."),
+                        "A picture of {ref} for you.", "{ref}, in today's photo.", "Look, {ref}, a minute ago."),
         "photo_shop": ("A quick snap of the shop on {street}.", "The shop on {street}, today's photo.",
                        "Snapped the shop on {street} this morning."),
         "shop_rename_text": ("The shop on {street} is {shop} now; it used to be {old}.",
@@ -57,6 +59,7 @@ PHOTO_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
                        "A coworker asked me where {ref} came from."),
     },
     "train": {
+        "q_tr_previous": ("Previous colour of {ref}, before the latest recolour?",),
         "photo_state": ("Quick pic of {ref} for you.", "{ref} in the light of today.", "Pic of {ref} from earlier.",
                         "Shot of {ref} from the doorway.", "Sending you {ref} in a photo.", "Pic of {ref} from after lunch."),
         "photo_shop": ("Quick pic of the shop on {street}.", "Pic of the shop on {street} from earlier.",

@@ -10,7 +10,8 @@ evidence really carries the answer.
 - MSR: needs two or more sessions (how many look-alike objects; how often something was repainted; a
   pet's collar joined to its owner).
 - TR: the value before a date (evidence: the turn that set it and the turn that changed it), or which of
-  two things came first.
+  two things came first; the ``photo`` preset adds the colour just before the latest repaint (evidence: the
+  last two colour changes, often a photo-only one), so the order of changes matters.
 - KU: the latest value after updates (evidence: the last change), or that an object was sold.
 - AR: a subject that no turn of the history ever names, or the never-given job of a known person; the
   gold answer is a refusal and evidence is empty. The ``hard`` preset adds AR questions that can fail:
@@ -61,9 +62,10 @@ def _mentions(text: str, word: str) -> bool:
 
 class _Asker:
     def __init__(self, world: World, rng: random.Random, times: list[datetime], texts: list[str],
-                 hard: bool = False):
+                 hard: bool = False, photo: bool = False):
         self.w, self.rng, self.times = world, rng, times
-        self.t = templates(world.split, hard) if hard else TEMPLATES[world.split]
+        self.photo = photo
+        self.t = templates(world.split, hard, photo) if hard else TEMPLATES[world.split]
         self.pool = POOLS[world.split]
         self.all_text = "\n".join(texts)
 
@@ -184,6 +186,11 @@ class _Asker:
                     answer = before
                 out.append(QSpec("TR", "tr_before", q, answer, support, not self.said(ev0, attr),
                                  {"date": date.isoformat(), "attribute": attr}))
+            if self.photo and attr == "colour" and len(line) >= 3 and line[-1][1].kind in _REPAINTS:
+                (before, ev0), (after, ev1) = line[-2], line[-1]
+                out.append(QSpec("TR", "tr_previous", self.say("q_tr_previous", ref=self.ref(ent.id)), before,
+                                 [(ev0, ent.id, attr, before), (ev1, ent.id, attr, after)],
+                                 not self.said(ev0, attr), {"attribute": attr, "updates": len(line) - 1}))
         singles = [e for e in self.w.entities.values() if e.type == "object" and e.twin_group is None]
         for i, a in enumerate(singles):
             for b in singles[i + 1:]:
@@ -321,10 +328,10 @@ def _pick(candidates: list[QSpec], n: int, rng: random.Random, category: str) ->
 
 
 def build_questions(world: World, rng: random.Random, times: list[datetime], texts: list[str],
-                    per_category: int, hard: bool = False) -> list[QSpec]:
+                    per_category: int, hard: bool = False, photo: bool = False) -> list[QSpec]:
     """``per_category`` questions for each of IE, MSR, TR, KU, AR, in that order (``hard``: at least half
-    the AR ones with evidence)."""
-    asker = _Asker(world, rng, times, texts, hard)
+    the AR ones with evidence; ``photo``: also the colour before the latest repaint, a TR type)."""
+    asker = _Asker(world, rng, times, texts, hard, photo)
     out: list[QSpec] = []
     for category, make in (("IE", asker.ie), ("MSR", asker.msr), ("TR", asker.tr), ("KU", asker.ku)):
         out += _pick(make(), per_category, rng, category)

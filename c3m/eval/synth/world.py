@@ -307,6 +307,9 @@ def _objects(b: _Builder, rooms: list[str], budget: int, hard: bool = False, pho
         else:
             b.event("obj_repaint_text", twin, {"colour": b.other_colour(twin.initial["colour"])}, ("colour",), True,
                     slot)
+        if photo:  # every changed entity changes at least twice: a later repaint shown only in a photo
+            b.event("obj_repaint_image", twin, {"colour": b.other_colour(b.events[-1].changes.get(
+                "colour", twin.initial["colour"]))}, (), True, b.later_slots(slot, 1)[0])
     for _ in range(max(2, left // 2) if hard else max(1, left - n_updates)):
         obj = r.choice(reshoot)
         last = max(e.slot for e in b.events if e.entity == obj.id)
