@@ -13,18 +13,20 @@ import pytest
 from c3m import Memory, MemoryConfig, Session, Turn
 from c3m.errors import InvalidInput
 from c3m.read import features as F
-from c3m.read.features import FEATURES, QueryInfo, Signals, feature_matrix, pool_bm25, stem, terms
+from c3m.read.features import FEATURE_GROUPS, FEATURES, QueryInfo, Signals, feature_matrix, pool_bm25, stem, terms
 from c3m.read.pipeline import search_words
 from c3m.read.rerank import SHIPPED, FusionReranker, LgbmReranker, make_reranker
 from c3m.language.when import question_windows
-from c3m.types import Provenance, RawNode, ReaderBudget
+from c3m.types import ImageRef, Provenance, RawNode, ReaderBudget
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2024, 5, 1, 12)
 
 
-def node(session: str, turn: int, text: str, role: str = "user", day: int = 1) -> RawNode:
-    return RawNode(f"{session}#{turn}", Provenance("u", session, turn, datetime(2024, 5, day, 12)), role, text)
+def node(session: str, turn: int, text: str, role: str = "user", day: int = 1, image: str = "") -> RawNode:
+    images = (ImageRef(image * 8, "image/png", 8, 8, 100),) if image else ()
+    return RawNode(f"{session}#{turn}", Provenance("u", session, turn, datetime(2024, 5, day, 12)), role, text,
+                   images)
 
 
 def col(X, name):
@@ -73,6 +75,55 @@ def test_feature_cases():
     assert col(X, "session_hits").tolist() == [2.0, 2.0, 1.0]
     assert col(X, "recency")[2] == 0.0 and 0 < col(X, "recency")[0] < 1
     assert col(X, "cold").tolist() == [1.0] * 3
+
+
+def test_feature_groups_cover_every_column_once():
+    grouped = [f for cols in FEATURE_GROUPS.values() for f in cols]
+    assert sorted(grouped) == sorted(FEATURES) and len(grouped) == len(set(grouped))
+
+
+def _photo_pool(question: str):
+    """A "... now?" pool (issue #43): small talk repeated word for word (and once with other words), photo turns
+    whose short text says little, the latest photo's reply, and a turn about something else."""
+    talk = "Had my breakfast beside my toolbox, the usual start."
+    cands = [
+        Signals(node("s1", 0, "My toolbox is bright red, I painted it.", day=1), cos=0.7),
+        Signals(node("s2", 0, talk, day=2), cos=0.6),
+        Signals(node("s3", 0, "Snapped my toolbox today.", day=3, image="a"), cos=0.5),
+        Signals(node("s4", 0, talk, day=4), cos=0.6),
+        Signals(node("s5", 0, "Snapped my toolbox today.", day=5, image="b"), cos=0.5),  # same text, other photo
+        Signals(node("s5", 1, "Nice, thanks for the toolbox photo!", role="assistant", day=5), cos=0.4),
+        Signals(node("s6", 0, talk.upper().replace(",", " ;"), day=6), cos=0.6),  # the same words, other case
+        Signals(node("s4", 1, "The usual start: breakfast beside my toolbox, had 2.", day=4), cos=0.6),  # near
+        Signals(node("s7", 0, "The weather was mild.", day=7), cos=0.1),
+    ]
+    q = QueryInfo(question, np.array([1.0, 0.0]), datetime(2024, 5, 10))
+    return q, feature_matrix(q, cands, first=datetime(2024, 5, 1), tokens=lambda n: terms(n.text), cold=True)
+
+
+def test_photo_subject_and_duplicate_features():
+    q, X = _photo_pool("What colour is my toolbox now?")
+    assert q.visual and q.subject == (frozenset({"toolbox"}),)
+    assert col(X, "has_image").tolist() == [0, 0, 1, 0, 1, 0, 0, 0, 0]
+    assert col(X, "q_visual").tolist() == [1.0] * 9
+    # word for word (case and punctuation aside); the two photo turns share a text but not an image
+    assert col(X, "dup_count").tolist() == [1, 3, 1, 3, 1, 1, 3, 1, 1]
+    # the same content terms without numbers: the reworded line joins the repeats
+    assert col(X, "near_dup").tolist() == [1, 4, 1, 4, 1, 1, 4, 4, 1]
+    # later sessions naming the toolbox: s6 holds only a repeat, so s5 (the photo and its reply) is the newest;
+    # repeated lines are ranked too but do not count as later mentions (s4's reworded line does: not word for word)
+    got = col(X, "newest_mention")
+    assert got[:8].tolist() == [3, 3, 2, 1, 0, 0, 0, 1] and math.isnan(got[8])
+
+
+def test_question_without_subject_or_image_cue():
+    q, X = _photo_pool("Where did I go on holiday?")
+    assert not q.visual and np.isnan(col(X, "newest_mention")).all()
+    assert QueryInfo("What does the sign above the bakery show?", np.zeros(2), T0).visual
+    assert QueryInfo("Which shop is left of the bakery?", np.zeros(2), T0).visual
+    assert not QueryInfo("When did Anna move to Lisbon?", np.zeros(2), T0).visual
+    names = QueryInfo("When did Anna move to Lisbon?", np.zeros(2), T0).subject
+    assert frozenset({"anna"}) in names and frozenset({"lisbon"}) in names
 
 
 def test_question_cues():
@@ -243,13 +294,23 @@ def test_trainer_smoke_runs_end_to_end(tmp_path):
 
     train = load_script(ROOT / "training" / "train_reranker.py", "train_reranker_smoke")
     out = tmp_path / "m" / "reranker_lgbm.txt"
-    assert train.main(["--smoke", "--out", str(out)]) == 0
+    assert train.main(["--smoke", "--out", str(out), "--drop-groups", "length,image/subject/duplicate"]) == 0
     model = LgbmReranker(out)
     assert model.trees.num_trees > 0
     report = (out.parent / "report.md").read_text()
     assert "SR@12" in report and "cold" in report and "bounded" in report
+    assert "By gold turn length" in report and "gold < 60 chars" in report
     assert (out.parent / "cv" / "folds.json").is_file()
     assert F.FEATURES == model.trees.feature_names
+    drop = (out.parent / "drop-columns.md").read_text()
+    lines = [ln for ln in drop.splitlines() if ln.startswith("| ")]
+    for group in ("(none: full model)", "length", "image/subject/duplicate"):
+        assert any(ln.startswith(f"| {group} |") for ln in lines), group
+    assert "| dense |" not in drop  # only the groups asked for
+    assert "KU questions" in drop and "By gold turn length" in drop
+    with pytest.raises(SystemExit, match="unknown group"):
+        train.drop_groups("length,colour")
+    assert train.drop_groups("all") == list(FEATURE_GROUPS)
 
 
 def test_cold_channel_on_both_store_backends(store_location):

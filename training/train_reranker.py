@@ -13,6 +13,12 @@ scored by a model that never saw its history. Reported per folder and reader: Su
 ``--k`` candidates (the reader budget's Raw Nodes) for the model and for each single ordering it replaces (dense
 cosine, the index's BMER relevance, rrf-v1), with the candidate pool's own recall as the ceiling.
 
+Also out of fold: Support Recall split by the gold turn's length (under ``SHORT`` characters or not, counted per gold
+turn), so a prior such as "short turns are rarely evidence" (issue #43: photo turns whose text says little) shows in
+the report; and with ``--drop-groups`` a drop-column table: the cross-validation again without each feature group's
+columns (``c3m.read.features.FEATURE_GROUPS``), SR@k per dataset, per category and per gold length, and the change
+against the full model. A group whose loss *raises* recall somewhere is a prior the model learnt from the data mix.
+
 The model then fits on everything and is written to a run folder (``--out``, default ``runs/reranker-<time>/``);
 ``--ship`` writes the shipped weights (``c3m/models/weights/reranker_lgbm.txt``) and their card instead.
 
@@ -22,12 +28,14 @@ process group and nothing for torchrun / accelerate to split.
 
     python training/train_reranker.py --data benchmarks/data/memgallery-dev,/tmp/hard-train-32k --ship
     python training/train_reranker.py --smoke          # a tiny synthetic split, end to end (tests)
+    python training/train_reranker.py --data ... --drop-groups all --drop-report benchmarks/results/reranker-drop-columns-cpu.md
 """
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -46,10 +54,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import runkit  # noqa: E402
 from runkit import opt  # noqa: E402
 
-from c3m.read.features import FEATURES  # noqa: E402
+from c3m.read.features import FEATURE_GROUPS, FEATURES  # noqa: E402
 from c3m.read.rerank import SHIPPED, FusionReranker  # noqa: E402
 
 CATEGORIES = ("IE", "MSR", "TR", "KU", "AR")
+#: a gold turn under this many characters is "short" in the length split (issue #43: photo turns of 29-52)
+SHORT = 60
+#: bumped when what a cached pool holds changes (2: each question's number of short gold turns)
+POOL_FORMAT = 2
 
 
 @dataclass
@@ -71,6 +83,10 @@ class Args:
     min_child_samples: int = opt(200, "minimum rows per leaf")
     length_price: float = opt(0.2, "reported beside: the order the reader uses (pipeline.ranked)")
     colsample_bytree: float = opt(0.8, "share of features per tree")
+    drop_groups: str = opt("", "drop-column table: 'all' or comma-separated c3m.read.features.FEATURE_GROUPS names "
+                               "(each cross-validated again without that group's columns); empty: none")
+    drop_report: str = opt("", "where the drop-column table goes (empty: drop-columns.md beside the model, or in "
+                               "runs/ with --ship)")
     smoke: bool = opt(False, "a tiny synthetic split made on the fly, few trees (tests)")
 
 
@@ -87,6 +103,7 @@ def pools_of_history(history, tag: str) -> dict:
 
     budget = ReaderBudget()
     questions = [q for q in history.questions if q.evidence]
+    text = {(s.id, i): t.text for s in history.sessions for i, t in enumerate(s.turns)}
     out: dict = {"history": history.id, "dataset": tag, "modes": {}}
     with tempfile.TemporaryDirectory(prefix="c3m-rerank-") as store:
         for cold in (True, False):
@@ -103,7 +120,8 @@ def pools_of_history(history, tag: str) -> dict:
                     gold = {(e.session, e.turn) for e in q.evidence}
                     y = np.array([(c.node.session_id, c.node.turn_index) in gold for c in g.cands], np.int8)
                     tokens = np.array([count(c.node.text) for c in g.cands], np.int32)
-                    rows.append((q.id, q.category, len(gold), g.X, y, tokens))
+                    n_short = sum(len(text[k]) < SHORT for k in gold if k in text)
+                    rows.append((q.id, q.category, len(gold), n_short, g.X, y, tokens))
                 out["modes"]["cold" if cold else "bounded"] = rows
     return out
 
@@ -122,7 +140,7 @@ def load_pools(args: Args) -> list[dict]:
 
     cache = Path(args.cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256(" ".join(FEATURES).encode()).hexdigest()[:10]  # a new feature list makes new pools
+    key = hashlib.sha256(f"{POOL_FORMAT} {' '.join(FEATURES)}".encode()).hexdigest()[:10]  # new features: new pools
     jobs, out = [], []
     for folder in [f for f in args.data.split(",") if f]:
         tag = Path(folder).name
@@ -150,8 +168,8 @@ def _save(path: Path, pools: dict) -> None:
     arrays = {}
     meta = {"history": pools["history"], "dataset": pools["dataset"], "modes": {}}
     for mode, rows in pools["modes"].items():
-        meta["modes"][mode] = [(qid, cat, n_gold) for qid, cat, n_gold, *_ in rows]
-        for i, (_, _, _, X, y, tok) in enumerate(rows):
+        meta["modes"][mode] = [(qid, cat, n_gold, n_short) for qid, cat, n_gold, n_short, *_ in rows]
+        for i, (*_, X, y, tok) in enumerate(rows):
             arrays[f"{mode}.{i}.X"], arrays[f"{mode}.{i}.y"], arrays[f"{mode}.{i}.t"] = X, y, tok
     tmp = path.with_suffix(".tmp.npz")
     np.savez_compressed(tmp, meta=json.dumps(meta), **arrays)
@@ -161,8 +179,8 @@ def _save(path: Path, pools: dict) -> None:
 def _load(path: Path) -> dict:
     z = np.load(path)
     meta = json.loads(str(z["meta"]))
-    modes = {mode: [(qid, cat, n, z[f"{mode}.{i}.X"], z[f"{mode}.{i}.y"], z[f"{mode}.{i}.t"])
-                    for i, (qid, cat, n) in enumerate(rows)] for mode, rows in meta["modes"].items()}
+    modes = {mode: [(qid, cat, n, n_short, z[f"{mode}.{i}.X"], z[f"{mode}.{i}.y"], z[f"{mode}.{i}.t"])
+                    for i, (qid, cat, n, n_short) in enumerate(rows)] for mode, rows in meta["modes"].items()}
     return {"history": meta["history"], "dataset": meta["dataset"], "modes": modes}
 
 
@@ -179,16 +197,19 @@ def stack(pools: list[dict]):
     return np.concatenate(Xs), np.concatenate(ys), np.array(sizes)
 
 
-def fit(pools: list[dict], args: Args):
+def fit(pools: list[dict], args: Args, keep: list[int] | None = None):
+    """The LambdaRank model on every question of ``pools``; ``keep``: the column indices it sees (all by default;
+    the drop-column runs leave a group out), named in the model file so the reader hands it those columns."""
     import lightgbm
 
     X, y, sizes = stack(pools)
+    keep = list(range(len(FEATURES))) if keep is None else keep
     model = lightgbm.LGBMRanker(objective="lambdarank", n_estimators=args.n_estimators,
                                 learning_rate=args.learning_rate, num_leaves=args.num_leaves,
                                 min_child_samples=args.min_child_samples, colsample_bytree=args.colsample_bytree,
                                 subsample=0.8, subsample_freq=1, lambdarank_truncation_level=2 * args.k,
                                 random_state=args.seed, n_jobs=2, verbose=-1, deterministic=True, force_row_wise=True)
-    model.fit(X, y, group=sizes, feature_name=list(FEATURES))
+    model.fit(X[:, keep], y, group=sizes, feature_name=[FEATURES[i] for i in keep])
     return model.booster_
 
 
@@ -201,24 +222,35 @@ def recall_at(scores: np.ndarray, y: np.ndarray, n_gold: int, k: int, tokens: np
 ORDERINGS = ("dense", "bmer", "rrf", "lgbm", "lgbm-len")
 
 
-def orderings(X: np.ndarray, model, tokens: np.ndarray, price: float) -> dict[str, np.ndarray]:
+def short_gold(X: np.ndarray) -> np.ndarray:
+    """Which candidates are under ``SHORT`` characters (from ``text_len`` = log(1 + characters))."""
+    return np.rint(np.expm1(X[:, FEATURES.index("text_len")].astype(float))) < SHORT
+
+
+def orderings(X: np.ndarray, model, tokens: np.ndarray, price: float, keep: list[int] | None = None,
+              baselines: bool = True) -> dict[str, np.ndarray]:
     """Each ordering's scores: the single signals the reranker replaces, the model, and the model's standardised
     score with the reader's length price (``pipeline.ranked``; log(1 + tokens) here, log(1 + characters / 4) there,
     ≈ the same)."""
     col = {n: i for i, n in enumerate(FEATURES)}
-    bmer = np.nan_to_num(X[:, col["idx_rel"]].astype(float), nan=-9.0)
-    out = {"dense": X[:, col["dense_cos"]].astype(float), "bmer": bmer,
-           "rrf": FusionReranker().scores(X, np.zeros(len(X), int))}
+    out = {}
+    if baselines:
+        out = {"dense": X[:, col["dense_cos"]].astype(float),
+               "bmer": np.nan_to_num(X[:, col["idx_rel"]].astype(float), nan=-9.0),
+               "rrf": FusionReranker().scores(X, np.zeros(len(X), int))}
     if model is not None:
-        out["lgbm"] = model.predict(X, num_threads=1)
+        out["lgbm"] = model.predict(X if keep is None else X[:, keep], num_threads=1)
         z = (out["lgbm"] - out["lgbm"].mean()) / (out["lgbm"].std() + 1e-9)
         out["lgbm-len"] = z - price * np.log1p(tokens)
     return out
 
 
-def cross_validate(pools: list[dict], args: Args, cv_dir: Path | None = None) -> list[dict]:
+def cross_validate(pools: list[dict], args: Args, cv_dir: Path | None = None, keep: list[int] | None = None,
+                   baselines: bool = True) -> list[dict]:
     """Out-of-fold Support Recall@k per question (module docstring). With ``cv_dir``, the fold models are kept there
-    with ``folds.json`` (history -> its fold's model file), for ``c3m:reranker=xfit:DIR`` in the harness."""
+    with ``folds.json`` (history -> its fold's model file), for ``c3m:reranker=xfit:DIR`` in the harness. ``keep``:
+    the columns the models see (``fit``); ``baselines``: also score the single orderings (dense, bmer, rrf). Each row
+    also counts the short and long gold turns (``SHORT``) and, per ordering, how many of each made the best k."""
     rng = np.random.default_rng(args.seed)
     folds: dict[tuple[str, str], int] = {}
     for tag in sorted({p["dataset"] for p in pools}):
@@ -231,17 +263,22 @@ def cross_validate(pools: list[dict], args: Args, cv_dir: Path | None = None) ->
         test = [p for p in pools if folds[(p["dataset"], p["history"])] == f]
         if not train or not test:
             continue
-        model = fit(train, args)
+        model = fit(train, args, keep)
         if cv_dir is not None:
             cv_dir.mkdir(parents=True, exist_ok=True)
             model.save_model(str(cv_dir / f"fold{f}.txt"))
         for p in test:
             for mode, qs in p["modes"].items():
-                for qid, cat, n_gold, X, y, tok in qs:
+                for qid, cat, n_gold, n_short, X, y, tok in qs:
                     row = {"dataset": p["dataset"], "history": p["history"], "mode": mode, "question": qid,
-                           "category": cat, "fold": f, "ceiling": float(y.sum()) / max(1, n_gold)}
-                    for name, s in orderings(X, model, tok, args.length_price).items():
+                           "category": cat, "fold": f, "ceiling": float(y.sum()) / max(1, n_gold),
+                           "n_short": n_short, "n_long": n_gold - n_short}
+                    short = short_gold(X) & (y == 1)
+                    for name, s in orderings(X, model, tok, args.length_price, keep, baselines).items():
                         row[name], row[f"{name}_tokens"] = recall_at(s, y, n_gold, args.k, tok)
+                        top = np.argsort(-s, kind="stable")[:args.k]
+                        row[f"{name}_short"] = int(short[top].sum())
+                        row[f"{name}_long"] = int(y[top].sum()) - row[f"{name}_short"]
                     rows.append(row)
     if cv_dir is not None:
         (cv_dir / "folds.json").write_text(json.dumps({h: f"fold{f}.txt" for (_, h), f in sorted(folds.items())},
@@ -274,6 +311,103 @@ def category_table(rows: list[dict], k: int) -> str:
                 lines.append(f"| {data} | {mode} | {cat} | {len(sel)} | "
                              + " | ".join(f"{100 * np.mean([r[o] for r in sel]):.1f}" for o in ORDERINGS) + " |")
     return "\n".join(lines)
+
+
+def _share(rows: list[dict], name: str, part: str) -> tuple[float, int]:
+    """The share of ``part`` ("short" / "long") gold turns in the best k by ordering ``name``, over gold turns."""
+    n = sum(r[f"n_{part}"] for r in rows)
+    return (100 * sum(r[f"{name}_{part}"] for r in rows) / n if n else float("nan")), n
+
+
+def length_table(rows: list[dict], k: int) -> str:
+    """Out-of-fold SR@k per gold turn, split by the gold turn's length (module docstring), IE/MSR/TR/KU."""
+    names = [o for o in ("lgbm-len", "lgbm", "rrf", "dense") if rows and o in rows[0]]
+    lines = [f"| data | reader | gold < {SHORT} chars | " + " | ".join(names) + f" | gold ≥ {SHORT} chars | "
+             + " | ".join(names) + " |", "|" + "---|" * (4 + 2 * len(names))]
+    for data, mode in sorted({(r["dataset"], r["mode"]) for r in rows}):
+        sel = [r for r in rows if r["dataset"] == data and r["mode"] == mode and r["category"] != "AR"]
+        cells = []
+        for part in ("short", "long"):
+            n = _share(sel, names[0], part)[1]
+            cells.append(str(n))
+            cells += [f"{_share(sel, o, part)[0]:.1f}" if n else "–" for o in names]
+        lines.append(f"| {data} | {mode} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def drop_groups(spec: str) -> list[str]:
+    """The ``--drop-groups`` names: ``all`` or comma-separated ``FEATURE_GROUPS`` keys."""
+    if spec.strip() == "all":
+        return list(FEATURE_GROUPS)
+    names = [g.strip() for g in spec.split(",") if g.strip()]
+    unknown = [g for g in names if g not in FEATURE_GROUPS]
+    if unknown:
+        raise SystemExit(f"--drop-groups: unknown group(s) {unknown}; known: all, {', '.join(FEATURE_GROUPS)}")
+    return names
+
+
+def drop_column_runs(pools: list[dict], args: Args, full: list[dict]) -> dict[str, list[dict]]:
+    """The cross-validation again without each group's columns (same folds and seed): group -> out-of-fold rows."""
+    out = {"(none: full model)": full}
+    for g in drop_groups(args.drop_groups):
+        keep = [i for i, n in enumerate(FEATURES) if n not in FEATURE_GROUPS[g]]
+        t = time.time()
+        out[g] = cross_validate(pools, args, None, keep, baselines=False)
+        print(f"drop {g}: {time.time() - t:.0f} s", flush=True)
+    return out
+
+
+def drop_column_report(runs: dict[str, list[dict]], args: Args, k: int) -> str:
+    """The drop-column tables (module docstring): the reader's order (``lgbm-len``), IE/MSR/TR/KU questions."""
+    full = next(iter(runs.values()))
+    datasets = sorted({r["dataset"] for r in full})
+    modes = sorted({r["mode"] for r in full})
+    o = "lgbm-len"
+
+    def mean(rows, **where) -> float:
+        sel = [r for r in rows if r["category"] != "AR" or where.get("category") == "AR"]
+        sel = [r for r in sel if all(r[key] == v for key, v in where.items())]
+        return 100 * float(np.mean([r[o] for r in sel])) if sel else float("nan")
+
+    def cell(value: float, base: float, first: bool) -> str:
+        if math.isnan(value):
+            return "–"
+        return f"{value:.1f}" if first else f"{value:.1f} ({value - base:+.1f})"
+
+    def table(head: list[str], values) -> list[str]:
+        lines = ["| dropped group | columns | " + " | ".join(head) + " |", "|" + "---|" * (2 + len(head))]
+        base = None
+        for i, (g, rows) in enumerate(runs.items()):
+            vals = values(rows)
+            base = vals if base is None else base
+            cols = ", ".join(FEATURE_GROUPS.get(g, ())) or "–"
+            lines.append(f"| {g} | {cols} | " + " | ".join(cell(v, b, i == 0) for v, b in zip(vals, base)) + " |")
+        return lines
+
+    out = [f"Out-of-fold SR@{k} ×100 of the reader's order ({o}: the model's score standardised per question − "
+           f"{args.length_price} · log(1 + tokens)), every run on the same {args.folds} folds grouped by history; "
+           f"in brackets the change against the full model (negative: the group helps).", ""]
+    for mode in modes:
+        out += [f"### All questions but AR, reader `{mode}`", ""]
+        out += table(datasets, lambda rows: [mean(rows, dataset=d, mode=mode) for d in datasets]) + [""]
+    for cat in ("KU", "TR"):
+        out += [f"### {cat} questions", ""]
+        head = [f"{d} {m}" for d in datasets for m in modes]
+        out += table(head, lambda rows: [mean(rows, dataset=d, mode=m, category=cat) for d in datasets
+                                         for m in modes]) + [""]
+    out += [f"### By gold turn length (share of gold turns under / at least {SHORT} characters in the best {k}, "
+            f"IE/MSR/TR/KU, reader `cold`)", ""]
+    head = [f"{d} {'<' if part == 'short' else '≥'}{SHORT}" for d in datasets for part in ("short", "long")]
+
+    def by_length(rows):
+        return [_share([r for r in rows if r["dataset"] == d and r["mode"] == "cold" and r["category"] != "AR"],
+                       o, part)[0] for d in datasets for part in ("short", "long")]
+    out += table(head, by_length)
+    counts = ", ".join(f"{d}: {_share([r for r in full if r['dataset'] == d and r['mode'] == 'cold' and r['category'] != 'AR'], o, 'short')[1]} short / "
+                       f"{_share([r for r in full if r['dataset'] == d and r['mode'] == 'cold' and r['category'] != 'AR'], o, 'long')[1]} long"
+                       for d in datasets)
+    out += ["", f"Gold turns counted ({counts})."]
+    return "\n".join(out) + "\n"
 
 
 def importance_table(booster) -> str:
@@ -343,8 +477,25 @@ def main(argv: list[str] | None = None) -> int:
                   f"candidates at all; *cold*: with the Cold-Store channels, *bounded*: the index alone; *lgbm-len*: the model's "
                   f"score standardised per question − {args.length_price} · log(1 + tokens), the order the reader uses.\n\n"
                   + summary_table(rows, args.k) + "\n\n## Per category\n\n" + category_table(rows, args.k)
+                  + f"\n\n## By gold turn length (out of fold)\n\nSR@{args.k} ×100 per gold turn: the share of gold "
+                  f"turns under / at least {SHORT} characters that are among the best {args.k} (IE/MSR/TR/KU). A gap "
+                  f"between the two that the single orderings do not have is a prior the model learnt about length.\n\n"
+                  + length_table(rows, args.k)
                   + "\n\n## Feature importance (final model, share of total split gain)\n\n"
                   + importance_table(model) + "\n")
+        if args.drop_groups:
+            drop_path = Path(args.drop_report) if args.drop_report else (
+                (ROOT / "runs" / f"reranker-{stamp}" if args.ship else out.parent) / "drop-columns.md")
+            runs = drop_column_runs(pools, args, rows)
+            drop_path.parent.mkdir(parents=True, exist_ok=True)
+            drop_path.write_text(
+                f"# Reranker drop-column table ({'smoke' if args.smoke else 'lgbm-lambdarank-v1'})\n\n- date: "
+                f"{dt.date.today().isoformat()}\n- command: `python training/train_reranker.py "
+                f"{' '.join(argv if argv is not None else sys.argv[1:])}`\n- data: {args.data}\n- {len(pools)} "
+                f"histories, {n_q} question pools; groups: `c3m.read.features.FEATURE_GROUPS`\n- took "
+                f"{time.time() - t0:.0f} s with the main run, on {os.cpu_count()} CPU cores\n\n"
+                + drop_column_report(runs, args, args.k))
+            print(f"drop-column table: {drop_path}")
         if args.ship:
             report = CARD_HEAD + f"## Cross-validated Support Recall@{args.k}\n" + report.split("\n", 1)[1]
         report_path = Path(args.report) if args.report else out.with_name(

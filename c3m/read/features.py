@@ -7,6 +7,14 @@ in a period the question names (``c3m.language.when``); where it sits in the his
 partner and its session scored. A missing signal is NaN (a channel that did not find the turn, a question with no
 number), which the tree model routes on its own.
 
+Photo turns and repeated lines (issue #43): a user's photo often says little in words ("one more photo of the shop
+sign") while the new state is in the image, so a model that sees only ``text_len`` learns "short turns are rarely
+evidence" from dialogs whose evidence is long. ``has_image`` tells it the turn carries an image, ``q_visual`` that the
+question asks something an image shows (a colour, a pattern, a look), ``newest_mention`` which turn is the latest to
+name the question's subject (a "... now?" question's answer is usually there), and ``dup_count`` / ``near_dup`` how
+many candidates repeat this turn's words (small talk repeated word for word is rarely the evidence, and twelve copies
+of it crowd the reader's budget).
+
 Lexical signals are computed over the candidate pool itself (``pool_bm25``: Okapi BM25 with the pool as the
 collection), so they mean the same in the strictly bounded reader, which never touches the Cold-Store search, as in
 the full one. Terms are lower-cased words without stop words, lightly stemmed (``stem``: plural and -ing/-ed
@@ -14,6 +22,7 @@ endings), so "paintings" meets "painting".
 """
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import dataclass, field
@@ -22,6 +31,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..language.attributes import COLOURS, MATERIALS, PATTERNS, SHAPES
+from ..language.question import analyse
 from ..language.when import TimeWindow
 
 #: the feature columns, in order (a model file names them; ``c3m.read.rerank`` refuses a model with others)
@@ -37,7 +48,28 @@ FEATURES = (
     "partner_cos", "partner_bm25", "prev_cos", "next_cos",         # the round partner and the turns around
     "session_best_cos", "session_hits", "via_round", "channels",
     "q_terms", "q_now", "q_before", "q_window", "cold",
+    "has_image", "q_visual", "newest_mention", "dup_count", "near_dup",  # photos, the subject's latest, repeats
 )
+
+#: the columns in groups, for the trainer's drop-column table (``training/train_reranker.py --drop-groups``): each
+#: group is the columns one signal family gives, so dropping it shows what the model leans on (a prior such as
+#: "short turns are rarely evidence" shows as a group whose loss helps some kind of turn)
+FEATURE_GROUPS = {
+    "dense": ("dense_cos", "dense_gap", "dense_rank"),
+    "fts": ("fts_score", "fts_rank"),
+    "lexical": ("pool_bm25", "pool_bm25_rank", "term_share", "rare_term"),
+    "numbers/keys": ("number_share", "key_share"),
+    "index route": ("idx_rel", "idx_rank", "entry_score", "page_rank", "expanded", "channels"),
+    "chain": ("superseded", "chain_len"),
+    "time window": ("in_window", "window_days"),
+    "position/recency": ("recency", "age_days"),
+    "role": ("role_user",),
+    "length": ("text_len",),
+    "neighbours": ("partner_cos", "partner_bm25", "prev_cos", "next_cos", "via_round"),
+    "session": ("session_best_cos", "session_hits"),
+    "question cues": ("q_terms", "q_now", "q_before", "q_window", "cold"),
+    "image/subject/duplicate": ("has_image", "q_visual", "newest_mention", "dup_count", "near_dup"),
+}
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -54,6 +86,15 @@ something much many did does done doing let lets like us s t don didn doesn isn 
 NOW_CUES = frozenset("current currently now latest recent recently lately today still anymore presently".split())
 BEFORE_CUES = frozenset("before originally original previous previously earlier first initially former formerly "
                         "used old older prior".split())
+#: a question about what an image shows: the attributes a photo carries (``c3m.language.question``'s colour, pattern,
+#: shape, material, size), words for looking and pictures, a value word itself ("was it red?"), a layout ("left of")
+VISUAL_ATTRIBUTES = frozenset("colour pattern shape material size".split())
+VISUAL_WORDS = frozenset("""
+look looks looked looking appearance appear appears appeared shown show shows showed showing photo photos picture
+pictures image images pic pics photograph photographs snapshot snap visible see seen saw depicted depict depicts
+wearing logo drawn printed
+""".split()) | COLOURS | PATTERNS | SHAPES | MATERIALS
+_LAYOUT = re.compile(r"\b(left|right) of\b|\b(below|above|beside|behind|underneath)\b|\bin front of\b|\bon top of\b")
 
 
 _SUFFIXES = (("ies", "y"), ("sses", "ss"), ("ing", ""), ("edly", ""), ("ed", ""), ("ly", ""), ("s", ""))
@@ -93,12 +134,24 @@ class QueryInfo:
     numbers: frozenset[str] = field(init=False)
     cue_now: bool = field(init=False)
     cue_before: bool = field(init=False)
+    #: the question asks what an image shows (``VISUAL_WORDS``, a visual attribute, a layout)
+    visual: bool = field(init=False)
+    #: the question's subject as groups of terms (its head noun; each capitalised name): a turn names the subject
+    #: when it holds every term of one group (``c3m.language.question.analyse``; empty: no subject found)
+    subject: tuple[frozenset[str], ...] = field(init=False)
 
     def __post_init__(self):
         self.terms = tuple(dict.fromkeys(terms(self.text)))
         self.numbers = frozenset(numbers(_undated(self.text, self.windows)))
-        words = set(_WORD.findall(self.text.lower()))
+        lower = self.text.lower()
+        words = set(_WORD.findall(lower))
         self.cue_now, self.cue_before = bool(words & NOW_CUES), bool(words & BEFORE_CUES)
+        asked = analyse(self.text)
+        self.visual = bool(asked.attribute in VISUAL_ATTRIBUTES or words & VISUAL_WORDS or _LAYOUT.search(lower))
+        groups = [frozenset(terms(name)) for name in asked.names]
+        if asked.subject and asked.subject != "i":
+            groups.insert(0, frozenset(terms(asked.subject)))
+        self.subject = tuple(dict.fromkeys(g for g in groups if g))
 
 
 def _undated(text: str, windows: Sequence[TimeWindow]) -> str:
@@ -282,4 +335,49 @@ def feature_matrix(query: QueryInfo, cands: Sequence[Signals], *, first: datetim
     X[:, col["session_hits"]] = [hits[nd.session_id] for nd in nodes]
     X[:, col["via_round"]] = [float(c.via_round) for c in cands]
     X[:, col["channels"]] = [c.channels for c in cands]
+    X[:, col["has_image"]] = [float(bool(getattr(nd, "images", ()))) for nd in nodes]
+    X[:, col["q_visual"]] = float(query.visual)
+    dup, near = duplicate_counts(nodes, docs)
+    X[:, col["dup_count"]] = dup
+    X[:, col["near_dup"]] = near
+    X[:, col["newest_mention"]] = newest_mentions(query.subject, nodes, held_sets, dup)
     return X
+
+
+def _images(node) -> tuple[str, ...]:
+    return tuple(im.sha256 for im in getattr(node, "images", ()))
+
+
+def duplicate_counts(nodes: Sequence, docs: Sequence[Sequence[str]]) -> tuple[list[int], list[int]]:
+    """Per candidate: how many candidates of the pool (itself included) have the same normalised text (lower-cased
+    words, punctuation and spacing ignored), and how many the same set of content terms without numbers (a near
+    duplicate: a template line with another number, word order or stop words). Images count as content: photo
+    turns with the same short caption and different photos are not repeats (the state is in the image)."""
+    exact = [(" ".join(_WORD.findall(nd.text.lower())), _images(nd)) for nd in nodes]
+    loose = [(frozenset(t for t in d if not t.isdigit()), _images(nd)) for nd, d in zip(nodes, docs)]
+    n_exact: dict = {}
+    n_loose: dict = {}
+    for a, b in zip(exact, loose):
+        n_exact[a] = n_exact.get(a, 0) + 1
+        n_loose[b] = n_loose.get(b, 0) + 1
+    return [n_exact[a] for a in exact], [n_loose[b] for b in loose]
+
+
+def newest_mentions(subject: Sequence[frozenset], nodes: Sequence, held_sets: Sequence[set],
+                    dup: Sequence[int]) -> list[float]:
+    """Per candidate that names the question's subject (``QueryInfo.subject``): how many later sessions hold a
+    candidate naming it, counting only texts that are not repeated in the pool (``dup`` 1), so small talk repeated
+    word for word does not push the latest real mention down. 0: the newest session naming the subject (both turns
+    of a photo and its reply); NaN: the turn does not name it, or the question has no subject. Sessions, not turns,
+    are the unit because a state changes between sessions, and the reply to a photo comes after it."""
+    if not subject:
+        return [math.nan] * len(nodes)
+    named = [any(g <= held for g in subject) for held in held_sets]
+    times = sorted({nd.time for nd, m, d in zip(nodes, named, dup) if m and d == 1})
+    out = []
+    for nd, m in zip(nodes, named):
+        if not m:
+            out.append(math.nan)
+            continue
+        out.append(float(len(times) - bisect.bisect_right(times, nd.time)))
+    return out
