@@ -13,10 +13,18 @@ question asks about, which were superseded, and when. One definition (``subject_
   entities never become states); only the user's own things get a chain (``owned``); a value different from the latest one opens a step, a restated one joins it;
 - a step's time is its turn's session time, or a date the text names ("last Tuesday", "on 3 May") resolved
   against it (``c3m.language.when``);
+- **a photo is a turn like any other** (#43): where its words state no value of the attribute ("another shot of
+  the bike"), its caption from the write-time perception backend (a CAPTION item, which ``read.answer_view`` puts
+  in the context before the chains are built) states it — only when the caption names the subject and states a
+  value of that attribute, the turn's words (when shown) are about the subject and do not say it is unchanged,
+  and no turn of the context shows the backend naming the attribute otherwise than the user's words
+  (``perception_disagrees``). Then a value that differs from the latest step opens a step, and the older turns
+  are superseded; the same value joins the step. Where the words state a value they win over the caption;
+  without perception there is no caption and nothing changes;
 - **index chains** (c3m's RAMU Update versions, ``C3M.update_chains``) are held to the same definition: an index
-  chain is kept only when the question's chain is built over the same turns (it then carries the index's
-  ``source`` and ``entry_id``); an index chain about another subject, or one the definition cannot read, is
-  dropped — no chain is better than a wrong one.
+  chain lends its ``source`` and ``entry_id`` only when it records the question's chain as it is, step for step
+  (``agrees``: a photo step RAMU merged into the old state does not); an index chain about another subject, or one
+  the definition cannot read, is dropped — no chain is better than a wrong one.
 
 Measured (``benchmarks/answer_calibration.py score``, synthetic dev): 0 mark errors on KU (no gold turn of a
 "current" question marked superseded) and no chain step naming a turn that does not name its subject; see
@@ -33,7 +41,7 @@ from datetime import datetime, timedelta
 from typing import Callable, Iterable, Sequence
 
 from ..types import ChainStep, Context, ContextItem, EvidenceForm, UpdateChain
-from .attributes import RELATIVE_PLACE, clauses, mentions, values
+from .attributes import LEXICON, RELATIVE_PLACE, about_clauses, clauses, hypothetical, mentions, values
 from .question import Query, analyse
 
 #: (entity keys, state values) of each text: ``write.units.DescriptionMemo.describe`` (accepted for the callers
@@ -80,11 +88,13 @@ def event_time(item: ContextItem, text: str | None = None) -> datetime:
 
 @dataclass
 class Found:
-    """One item's values for the chain: what it states, and when."""
+    """One turn's values for the chain: what it states, and when. ``photo``: the values are its photo's caption's
+    only (its words state none: "another shot of the bike" under "[image: a blue bike]")."""
 
     item: ContextItem
     values: tuple[str, ...]
     time: datetime
+    photo: bool = False
 
 
 def subject_names(q: Query, items: Sequence[ContextItem]) -> tuple[str, ...]:
@@ -104,26 +114,78 @@ def _order(item: ContextItem):
     return (item.provenance.time, item.provenance.session_id, item.provenance.turn_index)
 
 
+#: a photo turn whose words say the thing did not change: its caption restates, it never opens a step
+_UNCHANGED = re.compile(r"\b(unchanged|still|same as|the same|no change|no difference|not changed|hasn't changed|"
+                        r"has not changed|as it was|as before|as ever|as always|nothing new|nothing to report)\b", re.I)
+
+
+def _stated(q: Query, subject: str, aliases: tuple[str, ...], item: ContextItem, text: str) -> list[str]:
+    vals = values(text, subject, q.attribute, aliases, q.owner, q.qualifier)
+    if q.attribute == "name":
+        vals = [v for v in vals if v.lower() not in {n.lower() for n in q.names}] or vals
+    if q.attribute == "place" and q.change:  # "where did I move it to?": a room, not where it sat in a photo
+        vals = [v for v in vals if not RELATIVE_PLACE.match(v)]
+    return vals
+
+
+def perception_disagrees(attribute: str | None, items: Sequence[ContextItem]) -> bool:
+    """Whether some user turn of the context states values of ``attribute`` in its words and its photo's caption
+    states others, none the same ("I painted it olive" under "[image: a gold trunk]"): the perception backend does
+    not name that attribute as this user does, so a caption's value is not compared with the user's words.
+    Read over every subject (the backend's naming, not one thing's), by the attribute's lexicon."""
+    lexicon = LEXICON.get(attribute or "")
+    if lexicon is None:
+        return False
+    words: dict[str, set[str]] = {}
+    seen: dict[str, set[str]] = {}
+    for i in items:
+        if i.role != "user":
+            continue
+        got = {t for t in re.findall(r"[a-z]+", item_text(i).lower()) if t in lexicon}
+        (seen if i.form == EvidenceForm.CAPTION else words).setdefault(i.node_id, set()).update(got)
+    return any(words.get(n) and got and not (words[n] & got) for n, got in seen.items())
+
+
 def found_values(q: Query, items: Sequence[ContextItem]) -> tuple[list[Found], tuple[str, ...]]:
-    """Every item that states the asked attribute of the asked subject, in time order, and the subject's names."""
+    """Every turn that states the asked attribute of the asked subject, in time order, and the subject's names.
+
+    A turn's words state its values; its photo's caption (a CAPTION item, ``read.answer_view.with_captions``) speaks
+    for it only when its words state none of the attribute — the user's word wins over a perception backend's —
+    and then only when the caption names the subject and states a value, the turn's words (when shown) are about
+    the subject and do not say it is unchanged, and the context shows no turn whose words and caption disagree on
+    the attribute (``perception_disagrees``). Such a turn is ``Found.photo``."""
     subject = q.subject or (q.names[0].lower() if q.names else None)
     if subject is None or q.attribute is None:
         return [], ()
     aliases = subject_names(replace(q, subject=subject), items) if subject != "i" else ()
-    if q.attribute == "name":
-        aliases = tuple(a for a in aliases)  # the names are the values; each also names the subject
-    out = []
+    by_turn: dict[str, list[ContextItem]] = {}
     for item in sorted(items, key=_order):
-        text = item_text(item)
-        if not text:
+        by_turn.setdefault(item.node_id, []).append(item)
+    trust = None  # perception_disagrees, computed once when a photo needs it
+    out = []
+    for node, its in by_turn.items():
+        said = [(i, item_text(i)) for i in its if i.form != EvidenceForm.CAPTION and item_text(i)]
+        stated = False
+        for item, text in said:
+            vals = _stated(q, subject, aliases, item, text)
+            if vals:
+                stated = True
+                out.append(Found(item, tuple(vals), event_time(item, text)))
+        if stated:
             continue
-        vals = values(text, subject, q.attribute, aliases, q.owner, q.qualifier)
-        if q.attribute == "name":
-            vals = [v for v in vals if v.lower() not in {n.lower() for n in q.names}] or vals
-        if q.attribute == "place" and q.change:  # "where did I move it to?": a room, not where it sat in a photo
-            vals = [v for v in vals if not RELATIVE_PLACE.match(v)]
-        if vals:
-            out.append(Found(item, tuple(vals), event_time(item, text)))
+        for item in its:
+            if item.form != EvidenceForm.CAPTION:
+                continue
+            vals = _stated(q, subject, aliases, item, item_text(item))
+            words = " ".join(t for _, t in said)
+            if not vals or words and (_UNCHANGED.search(words) or hypothetical(words)
+                                      or not about_clauses(words, subject, aliases, q.owner, q.qualifier)):
+                continue
+            if trust is None:
+                trust = not perception_disagrees(q.attribute, items)
+            if trust:
+                out.append(Found(item, tuple(vals), event_time(item, words), photo=True))
+            break
     return out, aliases
 
 
@@ -194,6 +256,21 @@ def index_chain(subject: str, entry_id: str, steps: Iterable[tuple[datetime, dic
     return UpdateChain(subject, tuple(out), "index", entry_id)
 
 
+def agrees(chain: UpdateChain, index: UpdateChain) -> bool:
+    """Whether an index chain records the question's chain (``subject_chain``) as it is: every turn of the chain is
+    in one of the index chain's steps, the turns of one step in one index step, and each later step in a later index
+    step. An index chain that merged a photo's new colour into the old state (no Update at write time), or that
+    misses a step, does not lend its source: the chain is then the read path's own."""
+    step_of = {n: k for k, s in enumerate(index.steps) for n in s.node_ids}
+    order = []
+    for step in chain.steps:
+        ks = {step_of.get(n) for n in step.node_ids}
+        if None in ks or len(ks) != 1:
+            return False
+        order.append(ks.pop())
+    return len(order) >= 2 and all(a < b for a, b in zip(order, order[1:]))
+
+
 def read_time_chains(question: str, items: Sequence[ContextItem], describe: Describe | None = None) -> list[UpdateChain]:
     """The question's chain over ``items`` (``subject_chain``), as a list (empty or one chain)."""
     chain, _ = subject_chain(analyse(question), items)
@@ -208,10 +285,8 @@ def annotate(context: Context, *, index_chains: Sequence[UpdateChain] = (),
     if not chains:
         return replace(context, chains=()) if context.chains else context
     chain = chains[0]
-    mine = {n for s in chain.steps for n in s.node_ids}
     for c in index_chains:
-        theirs = {n for s in c.steps for n in s.node_ids}
-        if theirs and theirs & mine and len(theirs & mine) >= 2:
+        if agrees(chain, c):
             chain = replace(chain, source="index", entry_id=c.entry_id)
             break
     status: dict[str, tuple[str, datetime | None]] = {}
@@ -225,5 +300,5 @@ def annotate(context: Context, *, index_chains: Sequence[UpdateChain] = (),
     return replace(context, items=items, chains=(chain,))
 
 
-__all__ = ["Found", "annotate", "clauses", "event_time", "found_values", "index_chain", "item_text", "mentions",
-           "read_time_chains", "subject_chain", "subject_names"]
+__all__ = ["Found", "agrees", "annotate", "clauses", "event_time", "found_values", "index_chain", "item_text", "mentions",
+           "perception_disagrees", "read_time_chains", "subject_chain", "subject_names"]
