@@ -43,7 +43,15 @@ shows is read from the stored Raw Node it resolves to, never from the item's own
   "should decline"; ``refusal precision`` = share of refusals that should have been), the share of answerable
   questions with all their evidence in the context that were **refused anyway** (and, apart, "not sure"), and
   **mark errors**
-  (a KU question whose gold evidence turn the answerer read marked ``superseded``).
+  (a KU question whose gold evidence turn the answerer read marked ``superseded``) and, on synthetic data whose
+  generator knows which turns are about which entity (``_hidden/world.jsonl``), **chain mark errors**
+  (``chain_mark_errors``): every turn a chain step of the read context names that is not an *event turn* (a
+  generator observation: introduced, changed, re-shown, sold) of the chain's subject entity — a passing mention,
+  a near miss ("I almost repainted my bike") or another entity's turn. The chain's subject is mapped to an entity
+  by the question's gold support when every support item names one entity whose words (kind, type, name,
+  reference) include the chain's subject word, else by the entity whose event turns the chain names most
+  (preferring entities whose words include the subject); a chain whose turns are no entity's events has every
+  turn counted. Judged in this process from the hidden world, never in the method's.
 - **judged accuracy** (only with ``--judge``): the judge scores the answer; reported beside, never merged with,
   oracle-reader.
 - **violation**: the measured context was over the reader budget on some dimension, or showed evidence that
@@ -111,6 +119,8 @@ class QuestionResult:
     refused: bool | None = None        # ... because memory holds no answer ("not in memory"): a refusal
     answer_confidence: float | None = None
     mark_error: float | None = None    # KU only: a gold evidence turn read marked superseded
+    chain_turns: int | None = None     # turns named by the read context's chain steps (None: no hidden world)
+    chain_errors: int | None = None    # ... of which not an event turn of the chain's subject entity
 
     @property
     def answered(self) -> float | None:
@@ -230,6 +240,44 @@ def mark_errors(namespace: str, q: Question, read: Context) -> float | None:
     return float(any(i.status == "superseded" and i.node_id in gold for i in read.items))
 
 
+class WorldTurns:
+    """One synthetic history's hidden world, as chain mark errors read it: each entity's event turns (as node ids of
+    ``namespace``) and the words that name it. Built in the harness's process from ``_hidden/world.jsonl``."""
+
+    def __init__(self, namespace: str, record: dict):
+        self.events: dict[str, frozenset[str]] = {}
+        self.words: dict[str, frozenset[str]] = {}
+        for ent in record.get("entities", ()):
+            self.events[ent["id"]] = frozenset(node_id_for(namespace, o["session"], int(o["turn"]))
+                                               for o in ent.get("observations", ()))
+            names = " ".join(str(ent.get(k) or "") for k in ("kind", "type", "name", "ref")).lower()
+            self.words[ent["id"]] = frozenset(w for w in names.replace("'s", " ").split() if w not in ("my", "the"))
+
+    def subject_entity(self, subject: str, named: set[str], support_entities: set[str]) -> str | None:
+        """The entity a chain about ``subject`` naming node ids ``named`` is about (module docstring)."""
+        words = set(subject.lower().split())
+        if len(support_entities) == 1:
+            (eid,) = support_entities
+            if eid in self.words and words & self.words[eid]:
+                return eid
+        ranked = sorted(self.events, key=lambda e: (-bool(words & self.words[e]), -len(named & self.events[e]), e))
+        best = [e for e in ranked if named & self.events[e]]
+        return best[0] if best else None
+
+
+def chain_mark_errors(read: Context, world: WorldTurns, support_entities=()) -> tuple[int, int]:
+    """(turns the read context's chain steps name, of which not an event turn of the chain's subject entity): each
+    (step, node) once. ``support_entities``: the entity ids of the question's gold support (hidden record)."""
+    named = errors = 0
+    for chain in read.chains:
+        nodes = [(k, n) for k, step in enumerate(chain.steps) for n in dict.fromkeys(step.node_ids)]
+        entity = world.subject_entity(chain.subject, {n for _, n in nodes}, set(support_entities))
+        ok = world.events.get(entity, frozenset()) if entity is not None else frozenset()
+        named += len(nodes)
+        errors += sum(n not in ok for _, n in nodes)
+    return named, errors
+
+
 def bootstrap_ci(values_by_cluster: list[list[float]], *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
     """Mean and 95% percentile interval, resampling whole clusters (histories) with replacement."""
     clusters = [np.asarray(v, dtype=float) for v in values_by_cluster if len(v)]
@@ -282,6 +330,10 @@ def aggregate(results, *, n_boot: int = 1000, seed: int = 0) -> dict:
         "refusal_precision": {"mean": sum(q.should_decline for q in refused) / len(refused) if refused else None,
                               "n": len(refused)},
     }
+    checked = [q for r in results for q in r.questions if q.chain_turns is not None]
+    answers["chain_turns"] = sum(q.chain_turns for q in checked)  # 0 without a hidden world (nothing to judge)
+    answers["chain_mark_errors"] = sum(q.chain_errors for q in checked)
+    answers["chain_questions"] = len(checked)
     out["overall"].update(answers)
     writes = [w * 1000 for r in results for w in r.write_seconds]
     peaks = np.array([r.index_peak for r in results if r.index_peak], dtype=float).reshape(-1, 4)

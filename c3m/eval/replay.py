@@ -32,9 +32,10 @@ hold.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import asdict, dataclass, field, replace
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Sequence
 
@@ -45,7 +46,7 @@ from ..models import Models
 from ..store.cold import NAMESPACE_RE, ColdStore
 from ..types import EvidenceForm, History, ReaderBudget, Session
 from .guard import QueryBlindnessViolation  # noqa: F401 (c3m.eval re-exports it from here)
-from .metrics import ROUTE_POOL, QuestionResult, mark_errors, score_answer, score_context
+from .metrics import ROUTE_POOL, QuestionResult, WorldTurns, chain_mark_errors, mark_errors, score_answer, score_context
 from .runtime import load_models
 from .sandbox import Job, MethodProcess, MethodProcessError, method_module
 
@@ -121,6 +122,10 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
     ``gold``: a callable returning the dataset's ``HiddenGold`` (or None), called only after the last session
     was written; with it every context also gets the evidence check (``evidence_acc``).
 
+    Chain mark errors (``metrics.chain_mark_errors``) are judged when a guarded folder is a synthetic dataset whose
+    hidden world holds this history (``_hidden/world.jsonl``; the harness guards the dataset it replays): read
+    here after the last write, like ``gold``, and never sent to the method's process.
+
     ``write=False`` asks the questions of a store an earlier replay committed (``benchmarks/judged_pass.py``: a
     second answerer without a second write replay); write times are then not measured."""
     sessions, questions = history.sessions, history.questions
@@ -159,7 +164,8 @@ def replay_history(history: History, store: str | Path, *, config: MemoryConfig,
             result.cold_search_bytes = cold_bytes if result.searches_cold_store else 0
             score = partial(_score, cold=cold, namespace=namespace, questions=questions, budget=budget, view=view,
                             models=models, config=config, judge=judge, route_pool=route_pool,
-                            check=_evidence_checker(gold() if gold is not None else None, history.id, cold))
+                            check=_evidence_checker(gold() if gold is not None else None, history.id, cold),
+                            chains=_chain_checker(job.guarded, history.id, namespace))
             result.questions = _judged(reply["main"], score, view, result.searches_cold_store, result.store_problems)
             extra = []
             for v in reply["variants"]:
@@ -204,7 +210,7 @@ def _measure_writes(result: HistoryResult, cold: ColdStore, namespace: str, key:
 
 
 def _score(read: dict, *, searches_cold_store: bool, cold: ColdStore, namespace: str, questions, budget, view,
-           models: Models, config: MemoryConfig, judge, route_pool: int, check) -> list[QuestionResult]:
+           models: Models, config: MemoryConfig, judge, route_pool: int, check, chains=None) -> list[QuestionResult]:
     """Score one read phase's records against the gold, every context measured here, never trusted."""
     p = models.perception  # the records a method may show: the configured backend's (any without one)
     records = partial(cold.perceptions, backend=getattr(p, "name", None), version=getattr(p, "version", None))
@@ -223,6 +229,9 @@ def _score(read: dict, *, searches_cold_store: bool, cold: ColdStore, namespace:
         if rec.answer is not None:
             scored = replace(score_answer(scored, q, rec.answer, judge),
                              mark_error=None if scored.violation else mark_errors(namespace, q, shown))
+            if chains is not None and not scored.violation:
+                named, wrong = chains(q, shown)
+                scored = replace(scored, chain_turns=named, chain_errors=wrong)
         out.append(scored)
     return out
 
@@ -249,6 +258,38 @@ def _touch_problems(read: dict, view, searches_cold_store: bool) -> list[str]:
         return []
     return [f"the read fetched {len(outside)} Raw Nodes the served snapshot does not reach, without declaring a "
             "Cold-Store search (searches_cold_store) when it was built"]
+
+
+@lru_cache(maxsize=2)
+def _hidden_world(root: str) -> tuple[dict, dict]:
+    """({history: world record}, {(history, question id): support entity ids}) of a synthetic dataset's hidden
+    sidecar, or two empty dicts when ``root`` has none. Read in the harness's process only."""
+    hidden = Path(root) / "_hidden"
+    world, support = {}, {}
+    if not (hidden / "world.jsonl").is_file():
+        return world, support
+    for line in (hidden / "world.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            world[rec["history"]] = rec
+    if (hidden / "questions.jsonl").is_file():
+        for line in (hidden / "questions.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                q = json.loads(line)
+                support[(q["history"], q["id"])] = frozenset(s["entity"] for s in q.get("support", ())
+                                                             if s.get("entity"))
+    return world, support
+
+
+def _chain_checker(guarded, history_id: str, namespace: str):
+    """``check(question, read context) -> (chain turns, chain mark errors)`` from the hidden world of the first
+    guarded folder that holds this history, or None (no synthetic dataset: nothing to judge)."""
+    for root in guarded:
+        world, support = _hidden_world(str(root))
+        if history_id in world:
+            turns = WorldTurns(namespace, world[history_id])
+            return lambda q, read: chain_mark_errors(read, turns, support.get((history_id, q.id), ()))
+    return None
 
 
 def _untrusted_context(ctx):

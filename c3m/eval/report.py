@@ -245,7 +245,7 @@ def answers_markdown(metrics: dict) -> list[str]:
                         f"{pct(table.get('AR', {}).get('refused_should'))} | {pct(a['refusal_recall'])} | "
                         f"{pct(a['refusal_precision'])} | {pct(o['declined_with_evidence'])} | "
                         f"{pct(o['unsure_with_evidence'])} | "
-                        f"{marks} |")
+                        f"{marks} | {o.get('chain_mark_errors', 0)} / {o.get('chain_turns', 0)} |")
     if not rows:
         return []
     return ["## Answers (the configured answerer on each context; Overall = IE/MSR/TR/KU) ×100", "",
@@ -254,11 +254,13 @@ def answers_markdown(metrics: dict) -> list[str]:
             "that should be declined (AR, or its gold evidence not all in the context), a refusal being \"not in memory\"; refusal precision = "
             "refusals that should have been; refused / not sure with evidence = answerable questions with all gold "
             "evidence in the context refused or left \"not sure\" anyway; mark errors = KU questions whose gold evidence the answerer read marked "
-            "superseded.", "",
+            "superseded; chain mark errors = turns named by a chain step of the context the answerer read that are "
+            "not an event turn of the chain's subject entity, of all turns chain steps named (synthetic data only: "
+            "judged from the generator's hidden world; 0 / 0 where the dataset has none).", "",
             "| Method | Length | Token F1 | EM | Coverage | Precision among answered | Refusal recall (AR) | "
             "Refusal recall (should decline) | Refusal precision | Refused with evidence | Not sure with evidence | "
-            "Mark errors (KU) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
+            "Mark errors (KU) | Chain mark errors (turns) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def plots(metrics: dict, out: Path) -> list[Path]:
