@@ -313,6 +313,15 @@ def test_trainer_smoke_runs_end_to_end(tmp_path):
     assert train.drop_groups("all") == list(FEATURE_GROUPS)
 
 
+def test_xfit_map_leaves_out_ids_two_folders_put_in_different_folds():
+    from factories import load_script
+
+    train = load_script(ROOT / "training" / "train_reranker.py", "train_reranker_xfit")
+    folds = {("memgallery-dev", "Baking"): 1, ("hard", "train-00000"): 0, ("easy", "train-00000"): 2,
+             ("hard", "train-00001"): 3, ("easy", "train-00001"): 3}
+    assert train.xfit_map(folds) == {"Baking": "fold1.txt", "train-00001": "fold3.txt"}
+
+
 def test_cold_channel_on_both_store_backends(store_location):
     cfg = MemoryConfig(method="c3m", text_embedder="hashing", token_counter="approx",
                        write_budget=MemoryConfig().write_budget.scaled(0.25), method_options={"reranker": "rrf"})

@@ -85,6 +85,8 @@ class Args:
     colsample_bytree: float = opt(0.8, "share of features per tree")
     drop_groups: str = opt("", "drop-column table: 'all' or comma-separated c3m.read.features.FEATURE_GROUPS names "
                                "(each cross-validated again without that group's columns); empty: none")
+    cv_dir: str = opt("", "where the fold models and folds.json are kept (empty: cv/ beside the model; with --ship, "
+                          "not kept)")
     drop_report: str = opt("", "where the drop-column table goes (empty: drop-columns.md beside the model, or in "
                                "runs/ with --ship)")
     smoke: bool = opt(False, "a tiny synthetic split made on the fly, few trees (tests)")
@@ -245,6 +247,16 @@ def orderings(X: np.ndarray, model, tokens: np.ndarray, price: float, keep: list
     return out
 
 
+def xfit_map(folds: dict[tuple[str, str], int]) -> dict[str, str]:
+    """``folds.json``: history id (the harness's namespace) -> its fold's model file. An id that two folders share
+    (the synthetic splits all name theirs train-00000, ...) in different folds is left out, so ``xfit:`` refuses it
+    instead of scoring it with a model that saw it."""
+    by_id: dict[str, set[int]] = {}
+    for (_, h), f in folds.items():
+        by_id.setdefault(h, set()).add(f)
+    return {h: f"fold{next(iter(fs))}.txt" for h, fs in sorted(by_id.items()) if len(fs) == 1}
+
+
 def cross_validate(pools: list[dict], args: Args, cv_dir: Path | None = None, keep: list[int] | None = None,
                    baselines: bool = True) -> list[dict]:
     """Out-of-fold Support Recall@k per question (module docstring). With ``cv_dir``, the fold models are kept there
@@ -281,8 +293,7 @@ def cross_validate(pools: list[dict], args: Args, cv_dir: Path | None = None, ke
                         row[f"{name}_long"] = int(y[top].sum()) - row[f"{name}_short"]
                     rows.append(row)
     if cv_dir is not None:
-        (cv_dir / "folds.json").write_text(json.dumps({h: f"fold{f}.txt" for (_, h), f in sorted(folds.items())},
-                                                      indent=1))
+        (cv_dir / "folds.json").write_text(json.dumps(xfit_map(folds), indent=1))
     return rows
 
 
@@ -424,17 +435,25 @@ CARD_HEAD = """# reranker (`reranker_lgbm.txt`) — lgbm-lambdarank-v1
 - A LightGBM LambdaRank model (gradient-boosted trees) that orders the candidate turns of c3m's read path
   (`c3m/read/pipeline.py`) before the budget solver: one row of `c3m.read.features.FEATURES` per candidate (the
   channels' signals — dense cosine, Cold-Store BM25, the index's route and update chain — plus lexical overlap over
-  the pool, names and numbers, date windows, recency, role, the round partner's and the session's scores).
+  the pool, names and numbers, date windows, recency, role, the round partner's and the session's scores, and since
+  issue #43 whether the turn carries an image, whether the question asks what an image shows, the turn's place among
+  the mentions of the question's subject (newest first) and how many candidates repeat its words).
 - Loaded by `reranker="lgbm"` and by the default `auto`, and evaluated in numpy (`c3m/read/trees.py`, tested
   against LightGBM's own `Booster.predict`): reading needs no LightGBM. `rrf` (rrf-v1) is the named fallback. The reader orders candidates by the score standardised per question minus a length price
   (`length_price` 0.2 × log(1 + characters / 4)).
-- Trained by `training/train_reranker.py` on the synthetic `train` split (hard and easy presets) and the Mem-Gallery
-  development dialogs (`benchmarks/data/memgallery-dev`), with and without the Cold-Store channels. No held-out set
-  (the other half of Mem-Gallery, other real conversations, the synthetic `test` split) was used for training or
-  for choosing anything.
+- Trained by `training/train_reranker.py` on the synthetic `train` splits (presets hard, easy and photo — the last
+  has state changes shown only in photos under short generic captions and small talk repeated word for word) and
+  the Mem-Gallery development dialogs (`benchmarks/data/memgallery-dev`, long evidence turns), with and without the
+  Cold-Store channels; the exact folders are in the command below. No held-out set (the other half of Mem-Gallery,
+  other real conversations, a synthetic `test` split) and no synthetic `dev` split was used for training; the
+  `dev` splits are for measuring.
 - Caveat: on Mem-Gallery a clue round marks both of its turns as evidence, so the model learns that a relevant
   turn's round partner is often evidence too; on the synthetic data only one turn is. Both are in the training
   data; on a set whose evidence is single turns the partner feature can cost Raw-Node slots.
+- Caveat: with perception `none` the model sees that a turn carries an image, not what it shows; a photo that
+  re-shows an unchanged state looks like one that changed it. The out-of-fold split by gold turn length below is
+  there so that a length prior ("short turns are rarely evidence") shows before a model ships; the drop-column
+  table per feature group is `benchmarks/results/reranker-drop-columns-cpu.md`.
 
 """
 
@@ -462,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out) if args.out else (SHIPPED if args.ship else ROOT / "runs" / f"reranker-{stamp}" /
                                                   "reranker_lgbm.txt")
         out.parent.mkdir(parents=True, exist_ok=True)
-        cv_dir = (Path(tmp) if args.ship else out.parent) / "cv"
+        cv_dir = Path(args.cv_dir) if args.cv_dir else (Path(tmp) if args.ship else out.parent) / "cv"
         rows = cross_validate(pools, args, cv_dir)
         model = fit(pools, args)
         model.save_model(str(out))
@@ -503,7 +522,8 @@ def main(argv: list[str] | None = None) -> int:
         report_path.write_text(report)
         (out.parent / f"{out.stem}.cv.json").write_text(json.dumps(rows)) if not args.ship else None
         print(summary_table(rows, args.k))
-        print(f"model: {out}\nreport: {report_path}" + ("" if args.ship else f"\ncross-fitted models: {cv_dir}"))
+        print(f"model: {out}\nreport: {report_path}" + ("" if args.ship and not args.cv_dir
+                                                         else f"\ncross-fitted models: {cv_dir}"))
         if args.smoke:
             shutil.rmtree(Path(tmp) / "cache", ignore_errors=True)
     return 0
