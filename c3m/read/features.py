@@ -23,6 +23,7 @@ endings), so "paintings" meets "painting".
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -337,24 +338,35 @@ def feature_matrix(query: QueryInfo, cands: Sequence[Signals], *, first: datetim
     X[:, col["channels"]] = [c.channels for c in cands]
     X[:, col["has_image"]] = [float(bool(getattr(nd, "images", ()))) for nd in nodes]
     X[:, col["q_visual"]] = float(query.visual)
-    dup, near = duplicate_counts(nodes, docs)
+    dup, near = duplicate_counts(nodes)
     X[:, col["dup_count"]] = dup
     X[:, col["near_dup"]] = near
     X[:, col["newest_mention"]] = newest_mentions(query.subject, nodes, held_sets, dup)
     return X
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _text_keys(text: str) -> tuple[str, frozenset]:
+    """A text's normalised words and its content terms without numbers (``duplicate_counts``), cached by text: the
+    same turns come back question after question, and repeated small talk is one entry."""
+    return " ".join(_WORD.findall(text.lower())), frozenset(t for t in terms(text) if not t.isdigit())
+
+
 def _images(node) -> tuple[str, ...]:
     return tuple(im.sha256 for im in getattr(node, "images", ()))
 
 
-def duplicate_counts(nodes: Sequence, docs: Sequence[Sequence[str]]) -> tuple[list[int], list[int]]:
+def duplicate_counts(nodes: Sequence) -> tuple[list[int], list[int]]:
     """Per candidate: how many candidates of the pool (itself included) have the same normalised text (lower-cased
     words, punctuation and spacing ignored), and how many the same set of content terms without numbers (a near
     duplicate: a template line with another number, word order or stop words). Images count as content: photo
     turns with the same short caption and different photos are not repeats (the state is in the image)."""
-    exact = [(" ".join(_WORD.findall(nd.text.lower())), _images(nd)) for nd in nodes]
-    loose = [(frozenset(t for t in d if not t.isdigit()), _images(nd)) for nd, d in zip(nodes, docs)]
+    exact, loose = [], []
+    for nd in nodes:
+        words, content = _text_keys(nd.text)
+        shas = _images(nd)
+        exact.append((words, shas))
+        loose.append((content, shas))
     n_exact: dict = {}
     n_loose: dict = {}
     for a, b in zip(exact, loose):
