@@ -23,8 +23,38 @@ over all memories; columns in ``FORMS`` order). ``MLPSelector`` is the paper's M
 [query emb; summary emb] (its PPO training is ``training/``); ``RuleSelector`` ("rule-v1") is the documented
 heuristic shipped until trained weights exist. A form is offered when its probability ≥ ``threshold`` and
 the memory has it; the joint choice under the budget is the selection stage's solve (``c3m.read.select``;
-coverage mode over source sessions), item value = p(form) · form weight · (1 + relevance) − λ · tokens / 1000, solved on the memory's
-device (``read.select.solve_many``: the CPU DP on "cpu", Triton on CUDA).
+coverage mode over source sessions), solved on the memory's device (``read.select.solve_many``: the CPU DP on "cpu",
+Triton on CUDA).
+
+**What an item is worth: a node is valued once** (``compose_plan``). A node (one turn) with at least one form on
+offer is worth ``V = 1 + relevance``, relevance = ``node_weight`` · cos(q, node) + (1 − ``node_weight``) · memory
+score (for the reranked reader the score is the rank: 1 for the first, falling linearly), whatever forms it has, and
+that value sits on one item, the node's *primary* form: its raw text, else its caption, else its raw image, else a
+crop (the first that shows something new, below). Each further form of the same node is an *upgrade*: worth
+``UPGRADE`` · p(form) · form weight · (1 + relevance), a fraction so small that all of a node's upgrades together
+cannot outweigh a difference in node value of 0.005 (less than one rank step of a 48-candidate pool, 0.5 / 48). The
+selector's probabilities thus decide which forms are offered (the threshold) and which upgrades are worth most; form
+weights (``FORM_WEIGHTS``) say what they were defined as — how forms of *one* memory compare — and never compare two
+nodes. Why: valued per form, a turn with a photo summed raw text, raw image and caption (0.9 + 0.56 + 0.39 of its
+relevance for a visual question, 2× a text turn), so older photo turns took the last Raw-Node slots from a newer,
+higher-ranked turn that said the new value in words (issue #43), while a photo with no words (raw image 0.56) lost to
+text turns ranked far below it. Now the Raw-Node slots go to nodes in relevance order, and images, captions and
+crops go, under their own budgets, to the most relevant nodes that have them. (A multi-turn memory's summary is a
+view of the memory, not of a node, and keeps its form value, p · 0.5 · (1 + score).)
+An upgrade priced by λ is worth ``UPGRADE`` · (its form value − λ · tokens / 1000): it is offered exactly when it was
+before (worth its tokens at its form's scale), and competes with other upgrades on that scale.
+
+**Duplicates add nothing twice.** Nodes are valued in order of ``V``; each claims what it shows: its text (normalised:
+case-folded word sequence, so spacing and punctuation do not matter), its caption, its images and crops (by
+sha256). A text is *already shown* when its normalised form was claimed, or when it is a near duplicate of a claimed
+text: token-set Jaccard ≥ ``NEAR_JACCARD`` (0.9), both texts with ≥ ``NEAR_MIN_TERMS`` (4) distinct terms (numbers
+are terms: "paid 30" and "paid 45" differ). A node that shows nothing new (its text repeats one already valued and
+it has no new image, caption or crop on offer) gets no item, so its Raw-Node slot and tokens go to other turns
+(small talk repeated word for word took 8–11 of 12 slots in issue #43's histories). A repeated text with a *different
+image* is not a duplicate when an image form is offered: its primary becomes the new view, and its raw text rides
+along as an upgrade shown only beside it (the turn's words say what the photo is; alone they would repeat). The check is O(pool²) set comparisons on ≤ 48 short
+texts, well under a millisecond. Claims follow value, not the solver's choice: a copy whose better-valued twin
+does not fit (tokens) is not revived.
 """
 from __future__ import annotations
 
@@ -312,6 +342,62 @@ def make_selector(name: str = "rule", *, dim: int = 384) -> Selector:
 
 
 # -- composition -----------------------------------------------------------------------------------------
+#: what an upgrade (a further form of a node, module docstring) is worth, as a fraction of its form value: at most
+#: 1e-3 · Σ p · weight · 2 ≤ 0.005 for a node with raw text, caption, raw image and two crops, less than the
+#: value step between adjacent ranks of a 48-candidate pool (0.5 / 48 ≈ 0.0104 · p)
+UPGRADE = 1e-3
+#: near-duplicate texts: token-set Jaccard at least this, both texts with at least ``NEAR_MIN_TERMS`` distinct terms
+#: (one term in ten may differ; shorter texts must repeat exactly, so "the sign is red now" and "... blue now" differ)
+NEAR_JACCARD = 0.9
+NEAR_MIN_TERMS = 4
+_TERM = re.compile(r"\w+")
+
+
+def text_key(text: str) -> tuple[str, ...]:
+    """A text's normalised form: its case-folded word sequence (spacing and punctuation ignored); a text with no
+    word characters is its stripped self."""
+    terms = tuple(_TERM.findall(text.casefold()))
+    return terms if terms else (text.strip(),)
+
+
+class _Shown:
+    """What the composition has valued so far (module docstring, "Duplicates add nothing twice"): normalised texts,
+    the term sets of the longer ones (near duplicates), and image / crop sha256s. Keys are ("t", text_key) or
+    ("i", sha256)."""
+
+    def __init__(self):
+        self.keys: set = set()
+        self.term_sets: list[frozenset[str]] = []
+
+    def is_new(self, keys) -> bool:
+        """Whether any of a view's keys is not shown yet (a view of several images is new if one image is)."""
+        return any(self._new(k) for k in keys)
+
+    def _new(self, key) -> bool:
+        if key in self.keys:
+            return False
+        if key[0] != "t":
+            return True
+        a = frozenset(key[1])
+        if len(a) < NEAR_MIN_TERMS:
+            return True
+        for b in self.term_sets:
+            small, large = sorted((len(a), len(b)))
+            if small < NEAR_JACCARD * large:  # Jaccard ≤ small / large: cannot reach the bar
+                continue
+            inter = len(a & b)
+            if inter >= NEAR_JACCARD * (len(a) + len(b) - inter):
+                return False
+        return True
+
+    def claim(self, keys) -> None:
+        for k in keys:
+            if k not in self.keys:
+                self.keys.add(k)
+                if k[0] == "t" and len(set(k[1])) >= NEAR_MIN_TERMS:
+                    self.term_sets.append(frozenset(k[1]))
+
+
 @dataclass
 class _Item:
     mem: int
@@ -323,6 +409,8 @@ class _Item:
     tokens: int
     group: int           # raw forms: the node's group (its Raw-Node slot is charged once); derived: -1
     image_tokens: int = 0
+    primary: bool = True  # the item that carries its node's value; False: an upgrade (module docstring)
+    repeat: bool = False  # an upgrade that repeats a shown text (a photo turn's words): kept only beside its primary
 
 
 @dataclass
@@ -338,6 +426,7 @@ class Plan:
     trace: RouteTrace
     selector_name: str
     n_groups: int = 0
+    duplicates: int = 0  # nodes that showed nothing new (module docstring) and were offered no item
 
 
 def compose(question: str, q_vec: np.ndarray, candidates: Sequence[Candidate], budget: ReaderBudget,
@@ -376,45 +465,81 @@ def compose_plan(question: str, q_vec: np.ndarray, candidates: Sequence[Candidat
     cos = {n.node_id: float(v @ q_vec) for n, v in zip(all_nodes, V)}
     slot: dict[str, int] = {}
     items: list[_Item] = []
+    itok = lambda ims: sum(image_tokens(im.width, im.height, cfg.image_token_model) for im in ims)  # noqa: E731
 
-    def add(m, form, node, text, images, rel, itoks=0):
-        tok = count(text) if text else 0
-        value = probs[m, FORMS.index(form)] * FORM_WEIGHTS[form] * (1.0 + max(-1.0, rel))
-        value -= cfg.lam_tokens * (tok + itoks) / 1000.0
-        if value <= 0:  # λ·cost outweighs what the form is worth: never offered
-            return
+    def add(m, form, node, text, images, value, tok, itoks=0, primary=True, repeat=False):
         raw = form in (EvidenceForm.RAW_TEXT, EvidenceForm.RAW_IMAGE)
         group = slot.setdefault(node.node_id, len(slot)) if raw else -1
-        items.append(_Item(m, form, node, text, tuple(images), value, tok, group, itoks))
+        items.append(_Item(m, form, node, text, tuple(images), value, tok, group, itoks, primary, repeat))
 
-    itok = lambda ims: sum(image_tokens(im.width, im.height, cfg.image_token_model) for im in ims)  # noqa: E731
+    # every (memory, live node) with the views offered for it: (form, text, images, image tokens, claim keys)
+    shown: list[tuple[float, int, int, RawNode, float, list]] = []
     for m, c in enumerate(candidates):
         o = offer[m]
         anchor = next((n for n in c.nodes if not n.redacted), None)  # a summary cites its first live node
-        if o[1] and anchor is not None:
-            add(m, EvidenceForm.SUMMARY, anchor, c.summary, (), c.score)
+        if o[1] and anchor is not None:  # a memory-level derived view: valued as its form, not as a node
+            tok = count(c.summary) if c.summary else 0
+            value = probs[m, 1] * FORM_WEIGHTS[EvidenceForm.SUMMARY] * (1.0 + max(-1.0, c.score))
+            value -= cfg.lam_tokens * tok / 1000.0
+            if value > 0:
+                add(m, EvidenceForm.SUMMARY, anchor, c.summary, (), value, tok)
         for n in c.nodes:
             if n.redacted:
                 continue
-            rel = cfg.node_weight * cos[n.node_id] + (1 - cfg.node_weight) * c.score
+            rel = 1.0 + max(-1.0, cfg.node_weight * cos[n.node_id] + (1 - cfg.node_weight) * c.score)
             recs = list(c.perceptions.get(n.node_id, ()))
+            views = []
             if o[0] and n.text.strip():
-                add(m, EvidenceForm.RAW_TEXT, n, n.text, (), rel)
+                views.append((EvidenceForm.RAW_TEXT, n.text, (), 0, [("t", text_key(n.text))]))
             if o[2] and any(r.caption for r in recs):
-                add(m, EvidenceForm.CAPTION, n, " ".join(f"[image: {r.caption}]" for r in recs if r.caption), (), rel)
+                cap = " ".join(f"[image: {r.caption}]" for r in recs if r.caption)
+                views.append((EvidenceForm.CAPTION, cap, (), 0, [("t", text_key(cap))]))
             if o[3] and n.images:
-                add(m, EvidenceForm.RAW_IMAGE, n, "", n.images, rel, itok(n.images))
+                views.append((EvidenceForm.RAW_IMAGE, "", n.images, itok(n.images), [("i", im.sha256) for im in n.images]))
             for r in recs:
                 if o[4] and r.crop is not None:
-                    add(m, EvidenceForm.GROUNDED_CROP, n, f"[crop: {r.crop_phrase or 'object'}]", (r.crop,), rel,
-                        itok((r.crop,)))
-    return Plan(question, budget, candidates, items, all_nodes, trace, selector.name, len(slot))
+                    views.append((EvidenceForm.GROUNDED_CROP, f"[crop: {r.crop_phrase or 'object'}]", (r.crop,),
+                                  itok((r.crop,)), [("i", r.crop.sha256)]))
+            if views:
+                shown.append((rel, m, len(shown), n, rel, views))
+    seen = _Shown()
+    duplicates = 0
+    for value, m, _, n, rel, views in sorted(shown, key=lambda s: (-s[0], s[2])):
+        new = [seen.is_new(v[4]) for v in views]
+        if not any(new):  # everything it would show is already valued: no item, no slot
+            duplicates += 1
+            continue
+        for v in views:
+            seen.claim(v[4])
+        primary = None
+        priced = []
+        for v, fresh in zip(views, new):
+            tok = count(v[1]) if v[1] else 0
+            price = cfg.lam_tokens * (tok + v[3]) / 1000.0
+            if primary is None and fresh and value - price > 0:
+                primary = v[0]
+                add(m, v[0], n, v[1], v[2], value - price, tok, v[3])
+                continue
+            # an upgrade: offered when its form is worth its tokens; a repeat adds nothing, except the node's own
+            # words beside its new image
+            worth = probs[m, FORMS.index(v[0])] * FORM_WEIGHTS[v[0]] * rel - price
+            if worth > 0 and (fresh or v[0] is EvidenceForm.RAW_TEXT):
+                priced.append((v, tok, UPGRADE * worth, not fresh))
+        if primary is None:  # no new view is worth its tokens: the node is not offered
+            continue
+        for v, tok, worth, repeat in priced:
+            add(m, v[0], n, v[1], v[2], worth, tok, v[3], primary=False, repeat=repeat)
+    return Plan(question, budget, candidates, items, all_nodes, trace, selector.name, len(slot), duplicates)
 
 
 def compose_finish(plan: Plan, chosen_mask: np.ndarray) -> Context:
     """The Context from a plan and the solver's choice over its items."""
     items, trace, budget = plan.items, plan.trace, plan.budget
     chosen = [i for i in range(len(items)) if len(chosen_mask) and chosen_mask[i]]
+    # a repeated text is an upgrade only beside its node's new view (its primary); alone it would show a text twice.
+    # Dropping it only frees budget, so the choice still fits.
+    firsts = {(items[i].mem, items[i].node.node_id) for i in chosen if items[i].primary}
+    chosen = [i for i in chosen if not items[i].repeat or (items[i].mem, items[i].node.node_id) in firsts]
     chosen_set = set(chosen)
     picked = [items[i] for i in chosen]
     picked.sort(key=lambda it: (it.node.time, it.node.session_id, it.node.turn_index, FORMS.index(it.form)))
@@ -436,7 +561,8 @@ def compose_finish(plan: Plan, chosen_mask: np.ndarray) -> Context:
         covered_sessions=tuple(dict.fromkeys(it.node.session_id for it in picked)),
         dropped_for_budget=dropped,
         scored=trace.scored or len(all_nodes),
-        notes=trace.notes + (f"selector {plan.selector_name}: " + ", ".join(f"{k} {v}" for k, v in forms.items() if v),),
+        notes=trace.notes + (f"selector {plan.selector_name}: " + ", ".join(f"{k} {v}" for k, v in forms.items() if v),)
+        + ((f"{plan.duplicates} turns repeat what a better-valued turn shows: no item",) if plan.duplicates else ()),
     )
     return Context(plan.question, ctx_items, use, budget, trace)
 
