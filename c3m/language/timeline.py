@@ -119,7 +119,8 @@ _UNCHANGED = re.compile(r"\b(unchanged|still|same as|the same|no change|no diffe
                         r"has not changed|as it was|as before|as ever|as always|nothing new|nothing to report)\b", re.I)
 
 
-def _stated(q: Query, subject: str, aliases: tuple[str, ...], item: ContextItem, text: str) -> list[str]:
+def _stated(q: Query, subject: str, aliases: tuple[str, ...], text: str) -> list[str]:
+    """The values of the asked attribute ``text`` states about the subject."""
     vals = values(text, subject, q.attribute, aliases, q.owner, q.qualifier)
     if q.attribute == "name":
         vals = [v for v in vals if v.lower() not in {n.lower() for n in q.names}] or vals
@@ -167,7 +168,7 @@ def found_values(q: Query, items: Sequence[ContextItem]) -> tuple[list[Found], t
         said = [(i, item_text(i)) for i in its if i.form != EvidenceForm.CAPTION and item_text(i)]
         stated = False
         for item, text in said:
-            vals = _stated(q, subject, aliases, item, text)
+            vals = _stated(q, subject, aliases, text)
             if vals:
                 stated = True
                 out.append(Found(item, tuple(vals), event_time(item, text)))
@@ -176,7 +177,7 @@ def found_values(q: Query, items: Sequence[ContextItem]) -> tuple[list[Found], t
         for item in its:
             if item.form != EvidenceForm.CAPTION:
                 continue
-            vals = _stated(q, subject, aliases, item, item_text(item))
+            vals = _stated(q, subject, aliases, item_text(item))
             words = " ".join(t for _, t in said)
             if not vals or words and (_UNCHANGED.search(words) or hypothetical(words)
                                       or not about_clauses(words, subject, aliases, q.owner, q.qualifier)):
