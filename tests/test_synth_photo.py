@@ -170,13 +170,15 @@ def test_small_talk_is_repeated_word_for_word_and_never_evidence(data):
         evidence = {(ev.session, ev.turn) for q in h.questions for ev in q.evidence}
         at = set()
         for line in lines:
-            assert len(line["at"]) >= 5  # repeated many times
-            (eid,) = line["entities"]
-            assert ents[eid]["ref"].lower() in line["text"].lower()
+            assert len(line["at"]) >= 3  # repeated many times (7 each on average at this length, 30 at 48K)
+            assert 1 <= len(line["entities"]) <= 3
+            for eid in line["entities"]:
+                assert ents[eid]["ref"].lower() in line["text"].lower()
             for x in line["at"]:
                 turn = _turn(h, x["session"], x["turn"])
                 assert turn.text == line["text"] and not turn.images  # word for word
                 at.add((x["session"], x["turn"]))
+        assert len(at) >= 5 * len(lines)
         assert not at & evidence and not at & observed
         assert {(m["session"], m["turn"]) for m in world["mentions"]} == at
         texts = [t.text for s in h.sessions for t in s.turns if t.role == "user"]

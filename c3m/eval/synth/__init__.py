@@ -36,6 +36,16 @@ a multi-sentence filler grammar, several split-disjoint phrasings per fact and c
 bursts of re-shared photos (sessions over the reader's 8-image budget), more updates per object, and AR
 questions with evidence (a change asked of an object it never happened to, or of its look-alike's change).
 Its calibration: ``benchmarks/results/hard-synth-cpu/calibration.md``.
+
+``preset="photo"`` (``--preset photo``, issue 43) is ``hard``'s questions in the shape that beat the memory on
+held-out multimodal histories: several hundred short sessions; every changed entity changes 2-4 times and
+about half the changes are shown only in a photo whose caption is short and generic ("a quick snap of X":
+the entity, never the value nor a change word; re-shots get the same captions), the rest said in a long or a
+short turn; 8-11 small-talk lines per history name an object and state nothing, each repeated word for word
+many times; TR also asks the colour just before the latest repaint (``photo_vocab.py``). ``world.jsonl``
+lists the photo-only change turns (``photo_turns``) and the repeats (``small_talk``, also as ``mentions``);
+question support rows carry ``photo_only`` and ``text_chars``, so diagnostics can split results by them.
+Its calibration: ``benchmarks/results/photo-synth-cpu/calibration.md``.
 """
 from .generate import GENERATOR, VERSION, generate_dataset, history_seed, load_hidden, parse_length
 

@@ -10,7 +10,7 @@ near-miss and look-alike pairs), so naming an entity is a weak cue and a change 
 
 The ``photo`` preset (``photo=True``, with ``hard=True``) words changes shown only in a picture and re-shots
 with one pool of short generic captions (``photo_vocab``: 25-60 characters, the entity and nothing else),
-words other facts as ``hard`` does (wrapped in chat or, 40% of the time, alone), and instead of the hard
+words other facts as ``hard`` does (wrapped in chat or, 20% of the time, alone), and instead of the hard
 mentions repeats 8-11 small-talk lines per history word for word (``SMALL_TALK_SHARE`` of the length).
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ def templates(split: str, hard: bool, photo: bool = False) -> dict[str, tuple[st
 #: re-shots of an unchanged entity, so the words never tell the two apart)
 PHOTO_CAPTIONED = (*PHOTO_UPDATES, "obj_same")
 #: ``photo``: share of the other fact turns said alone, without chat around them (short stated updates)
-PHOTO_BARE_FACTS = 0.4
+PHOTO_BARE_FACTS = 0.2
 
 
 def user_text(world: World, event: Event, rng: random.Random, hard: bool = False, photo: bool = False) -> str:
@@ -84,6 +84,8 @@ def user_text(world: World, event: Event, rng: random.Random, hard: bool = False
     text = _sentence(template.format(**values))
     if photo and rng.random() < PHOTO_BARE_FACTS:
         return text
+    if photo:  # said changes mostly come in long chatty turns, as the evidence of real dialogs does
+        return " ".join([text, *_extra_sentences(HARD_FILLER[world.split], rng, rng.randint(2, 3))])
     if hard:  # facts come wrapped in chat, as in real conversations (and not as the shortest turns)
         text = " ".join([text, *_extra_sentences(HARD_FILLER[world.split], rng, rng.randint(1, 2))])
     return text
@@ -255,15 +257,17 @@ def _add_hard_mentions(world: World, sessions: list[list[Pair]], rng: random.Ran
 
 
 #: ``photo``: share of a history's text tokens spent on repeated small talk, and how many distinct lines
-SMALL_TALK_SHARE, SMALL_TALK_LINES = 0.3, (8, 11)
+SMALL_TALK_SHARE, SMALL_TALK_LINES = 0.35, (8, 11)
 
 
 def _add_small_talk(world: World, sessions: list[list[Pair]], rng: random.Random, target_tokens: int) -> int:
-    """``photo``: 8-11 small-talk lines, each naming one object or the vehicle and stating nothing about it,
-    every line repeated word for word (with the same reply) until ``SMALL_TALK_SHARE`` of the length is spent,
-    each copy in a random session between the entity's first event and its sale. Entities that change come first, so
-    the subjects of "what is X now?" are the ones talked about the most. Each copy is a ``Pair`` with
-    ``mention = ("small_talk", (entity,))``, so the hidden world record can list it."""
+    """``photo``: 8-11 small-talk lines of two to four sentences, each naming two or three objects (or the
+    vehicle) and stating nothing about them, every line repeated word for word (with the same reply) until
+    ``SMALL_TALK_SHARE`` of the length is spent, each copy in a random session after the named entities' first
+    events and before any sale. The entities named are those that change at least twice (others only when
+    fewer than four do), so a subject of "what is X now?" is named in several distinct lines, each repeated
+    many times, as in long real histories. Each copy is a ``Pair`` with ``mention = ("small_talk", entities)``,
+    so the hidden world record can list it."""
     t = PHOTO_TEMPLATES[world.split]["small_talk"]
     first, gone = _lifetimes(world)
     changes: dict[str, int] = {}
@@ -277,21 +281,34 @@ def _add_small_talk(world: World, sessions: list[list[Pair]], rng: random.Random
     rest = [eid for eid in talkable if eid not in changing]
     rng.shuffle(changing)
     rng.shuffle(rest)
-    n_lines = rng.randint(*SMALL_TALK_LINES)
-    order = changing + rest
-    if not order:
+    focus = changing if len(changing) >= 4 else changing + rest
+    if not focus:
         return 0
-    subjects = [order[i % len(order)] for i in range(n_lines)]
+    also = PHOTO_TEMPLATES[world.split]["small_talk_also"]
+    n_lines = rng.randint(*SMALL_TALK_LINES)
     lines = []
-    for eid, template in zip(subjects, rng.sample(t, n_lines)):
-        text = _sentence(template.format(ref=ref(world, world.entities[eid])))
+    for i, template in enumerate(rng.sample(t, n_lines)):
+        eid = focus[i % len(focus)]
+        # one or two more entities of the focus set, alive over a common span, named in the same line
+        named = [eid]
+        for other in rng.sample([x for x in focus if x != eid], min(len(focus) - 1, rng.randint(1, 2))):
+            span = [*named, other]
+            if max(first[x] for x in span) + 1 <= min(gone.get(x, len(sessions)) for x in span) - 1:
+                named.append(other)
+        # a chatty line of two to four sentences, fixed once: every copy repeats it word for word
+        text = " ".join([_sentence(template.format(ref=ref(world, world.entities[eid]))),
+                         *(_sentence(a.format(ref=ref(world, world.entities[x])))
+                           for x, a in zip(named[1:], rng.sample(also, len(named) - 1))),
+                         *_extra_sentences(HARD_FILLER[world.split], rng, rng.randint(0, 1))])
         reply = ack(world.split, rng)
-        lines.append((eid, text, reply, count_tokens(text) + count_tokens(reply)))
+        lo = max(first[x] for x in named) + 1
+        hi = min(gone.get(x, len(sessions)) for x in named) - 1
+        lines.append((tuple(named), lo, hi, text, reply, count_tokens(text) + count_tokens(reply)))
     budget = SMALL_TALK_SHARE * target_tokens
     added = 0
     while added < budget:
-        eid, text, reply, tokens = lines[rng.randrange(len(lines))]
-        session = sessions[rng.randint(first[eid] + 1, gone.get(eid, len(sessions)) - 1)]
-        session.insert(rng.randint(0, len(session)), Pair(text, reply, None, tokens, ("small_talk", (eid,))))
+        named, lo, hi, text, reply, tokens = lines[rng.randrange(len(lines))]
+        session = sessions[rng.randint(lo, hi)]
+        session.insert(rng.randint(0, len(session)), Pair(text, reply, None, tokens, ("small_talk", named)))
         added += tokens
     return added

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 PHOTO_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     "test": {
+        # a second entity named in the same line, statement-free: "{ref} was right there too"
+        "small_talk_also": ("{ref} was right there too, as usual.", "Of course {ref} was in the way as ever.",
+                            "I kept glancing over at {ref} the whole time.", "{ref} sat nearby, just like always.",
+                            "My eyes drifted to {ref} more than once."),
         "q_tr_previous": ("What colour was {ref} before its latest repaint?",),
         # 25-60 characters with the reference filled in; no value, no change word, no split cue of dev/train
         "photo_state": ("Sharing a picture of {ref}.", "Here is {ref} this afternoon.", "Took a snap of {ref} earlier.",
@@ -37,6 +41,9 @@ PHOTO_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
                        "Someone at the office wanted to know where I got {ref}."),
     },
     "dev": {
+        "small_talk_also": ("{ref} was close by too, naturally.", "Naturally {ref} got in my way, as it does.",
+                            "I kept peeking at {ref} throughout.", "{ref} was around as well, like every day.",
+                            "I caught myself looking at {ref} a few times."),
         "q_tr_previous": ("Which colour did {ref} have just before it last got a new coat?",),
         "photo_state": ("A quick snap of {ref} for you.", "Here's {ref} in a photo from today.", "Snapped {ref} this morning.",
                         "A picture of {ref} for you.", "{ref}, in today's photo.", "Look, {ref}, a minute ago."),
@@ -59,6 +66,9 @@ PHOTO_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
                        "A coworker asked me where {ref} came from."),
     },
     "train": {
+        "small_talk_also": ("{ref} was nearby too, obviously.", "Obviously {ref} was underfoot like always.",
+                            "My gaze kept landing on {ref} all along.", "{ref} was right beside me, as ever.",
+                            "I found myself eyeing {ref} now and then."),
         "q_tr_previous": ("Previous colour of {ref}, before the latest recolour?",),
         "photo_state": ("Quick pic of {ref} for you.", "{ref} in the light of today.", "Pic of {ref} from earlier.",
                         "Shot of {ref} from the doorway.", "Sending you {ref} in a photo.", "Pic of {ref} from after lunch."),

@@ -315,7 +315,11 @@ def _objects(b: _Builder, rooms: list[str], budget: int, hard: bool = False, pho
         last = max(e.slot for e in b.events if e.entity == obj.id)
         if any(e.kind == "obj_sell" for e in b.events if e.entity == obj.id):
             continue
-        b.event("obj_same", obj, {}, (), True, r.uniform(intro_slot[obj.id] + 0.005, max(last, 0.99)))
+        high = max(last, 0.99)
+        if photo:  # re-shots come before the newest change, so only its own turn shows the newest state
+            changed = [e.slot for e in b.events if e.entity == obj.id and e.changes and e.slot > intro_slot[obj.id]]
+            high = max(changed) - 0.001 if changed else high
+        b.event("obj_same", obj, {}, (), True, r.uniform(intro_slot[obj.id] + 0.005, high))
 
 
 def _object_updates(b: _Builder, obj: Entity, rooms: list[str], after: float, n: int) -> None:
@@ -344,7 +348,7 @@ def _object_updates(b: _Builder, obj: Entity, rooms: list[str], after: float, n:
 
 def _photo_updates(b: _Builder, obj: Entity, rooms: list[str], after: float, n: int) -> None:
     """``photo``: ``n`` changes of one object, colour-heavy so the newest colour is about half the time only
-    in a photo: 30% repaint said, 40% repaint only shown, 20% move (said: the room is not legible in the
+    in a photo: 25% repaint said, 50% repaint only shown, 15% move (said: the room is not legible in the
     picture), 10% replaced by another brand; the last one is a sale 8% of the time."""
     r, pool = b.rng, b.pool
     colour, room, brand = obj.initial["colour"], obj.initial["room"], obj.initial["brand"]
@@ -352,10 +356,10 @@ def _photo_updates(b: _Builder, obj: Entity, rooms: list[str], after: float, n: 
         choice = r.random()
         if i == n - 1 and r.random() < 0.08:
             b.event("obj_sell", obj, {"status": "sold"}, ("status",), False, s)
-        elif choice < 0.3:
+        elif choice < 0.25:
             colour = b.other_colour(colour)
             b.event("obj_repaint_text", obj, {"colour": colour}, ("colour",), True, s)
-        elif choice < 0.7:
+        elif choice < 0.75:
             colour = b.other_colour(colour)
             b.event("obj_repaint_image", obj, {"colour": colour}, (), True, s)
         elif choice < 0.9:
