@@ -21,9 +21,11 @@ frequencies included).
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 import json
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -45,8 +47,26 @@ MAX_STATES = 8         # current attribute values kept per entry
 MAX_VISUAL = 8         # visual anchor keys kept per entry (most frequent)
 MAX_RENDERED_VERSIONS = 4
 MAX_DF_KEYS = 4000     # document-frequency table size (least frequent keys dropped first)
+MAX_SAID = 1024        # statement keys a spill keeps (the oldest dropped first)
 #: (entities shown, "before" states shown, words of text kept; None = all) per compaction level
 COMPACT_LEVELS = ((8, MAX_RENDERED_VERSIONS, None), (4, 2, 16), (2, 1, 8), (1, 0, 0))
+
+
+_IMAGE_MARK = re.compile(r"\[\d+ images?\]\s*$")
+
+
+def statement_key(text: str) -> str | None:
+    """A short key of a statement's exact words (case and spacing ignored), or None for an empty text or one that
+    comes with images (its summary ends "[n image(s)]").
+
+    A spill keeps these for its members (``IndexEntry.said``, 12 hex characters each, charged to the index bytes
+    like every field), so the capacity policy can recognise a later entry that says word for word what a folded
+    entry said (``write.capacity.duplicate_pair``). A text with images is never keyed: a re-shot photo with the same
+    caption may show a changed state."""
+    norm = " ".join(text.lower().split())
+    if not norm or _IMAGE_MARK.search(norm):
+        return None
+    return hashlib.blake2b(norm.encode(), digest_size=6).hexdigest()
 
 
 def encode_vec(z: np.ndarray) -> str:
@@ -183,6 +203,7 @@ class IndexEntry:
     compact: int = 0                                        # routing-text compaction level (0..3)
     visual: Counter = field(default_factory=Counter)        # visual anchor keys of its images (anchor graph)
     image_z: np.ndarray | None = None                       # mean image vector of its units' images (RAMU)
+    said: list[str] = field(default_factory=list)           # spill: ``statement_key``s of its members' texts
 
     def __setattr__(self, name, value):
         self.touch()  # any reassignment invalidates what is cached about the entry
@@ -258,6 +279,7 @@ class IndexEntry:
                 "links": self.links, "members": self.members, "compact": self.compact,
                 **({"visual": dict(self.visual)} if self.visual else {}),
                 **({"image_z": encode_vec(self.image_z)} if self.image_z is not None else {}),
+                **({"said": self.said} if self.said else {}),
                 "routing_text": self.render()}  # what the harness charges to index tokens (c3m.budget)
 
     @classmethod
@@ -267,7 +289,7 @@ class IndexEntry:
                    d["page"], d["kind"], d["support"], Counter(d["entities"]), list(d["states"]),
                    [Version.from_json(v) for v in d["versions"]], Counter(d["labels"]), list(d["links"]),
                    list(d["members"]), d.get("compact", 0), Counter(d.get("visual", {})),
-                   decode_vec(d["image_z"]) if "image_z" in d else None)
+                   decode_vec(d["image_z"]) if "image_z" in d else None, list(d.get("said", ())))
 
 
 @dataclass

@@ -67,13 +67,17 @@ class C3MConfig(PipelineConfig):
     relation_head: str = "feature"
     summary_tokens: int = 24
     capacity: str = "planned"      # "planned": one fallback step per commit; "stepwise": entry by entry (reference)
-    capacity_room: float = 3.0     # a fallback frees room for this many commits of the current intake (write.capacity)
+    capacity_room: float = 0.0     # 0: a fallback frees the index down to its floor (full headroom); > 0: room for
+                                   # this many commits of the current intake (write.capacity)
+    spill_homes: bool = True       # fold an entry into the spill that holds its subject (write.capacity.home_spill)
+    capacity_dedupe: bool = True   # at capacity, merge word-for-word repeats first (write.capacity.duplicate_pair)
     # read: BMER (C3M §2.2)
     gamma: float = 0.1
     entries_k: int = 12
     lexical: float = 0.3
     entry_boost: float = 0.3
     lam: float = 0.05
+    spill_reach: float = 0.5       # ρ: a spill's share of the question keys' spilled mentions in s(q, e) (read.bmer)
     # read: the channels and the reranker (c3m.read.pipeline; cold, cold_k, window_k, rounds, pool, length_price,
     # channels and features are PipelineConfig's)
     reranker: str = "auto"         # auto | lgbm | lgbm:PATH | rrf | bmer (the reader before reranking: BMER order)
@@ -128,7 +132,7 @@ class C3MConfig(PipelineConfig):
         make_channels(self.channels)  # unknown names refused here, naming the option
         extra_columns((), self.features)
         for k in ("candidates", "entries_k", "pool", "k_exp", "k_edge", "unit_tokens", "summary_tokens", "threshold",
-                  "lam_tokens", "gamma", "lam", "capacity_room", "cold_k", "window_k", "length_price",
+                  "lam_tokens", "gamma", "lam", "spill_reach", "capacity_room", "cold_k", "window_k", "length_price",
                   "rerank_lam"):
             if getattr(self, k) < 0:
                 raise InvalidInput(f"method_options.{k}", f"must be >= 0, got {getattr(self, k)}", fix=f"{k} = 0 or more")
@@ -156,7 +160,7 @@ class C3MConfig(PipelineConfig):
 #: the C3M paper as written (C3M §2–3): one incoming entry per session, vector-only RAMU candidates, BMER over
 #: raw text and the original images, no anchor graph
 PAPER = C3MConfig(unit_tokens=10**9, entity_candidates=False, lexical=0.0, reader="c3m", expansion=False, cold=False,
-                  reranker="bmer")
+                  reranker="bmer", spill_reach=0.0, spill_homes=False, capacity_dedupe=False, capacity_room=3.0)
 
 
 def visual_keys(anchors) -> set[str]:
@@ -183,7 +187,8 @@ class C3M(MemoryMethod):
     paper = "C3M + HiVe-Mem reader (this project)"
 
     preset: C3MConfig = C3MConfig()
-    read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "reader", "expansion",
+    read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "spill_reach", "reader",
+                              "expansion",
                               "expansion_pages",
                               "k_exp", "k_edge", "visual_anchors", "idf", "forms", "selector", "threshold",
                               "lam_tokens", "image_token_model", "reranker", "rerank_lam"}
@@ -325,8 +330,10 @@ class C3M(MemoryMethod):
             self.index.observe_df(unit.entities | unit.states)  # IDF over the past: counted after the decision
         self.index.refresh_pages()  # the page labels, once for the session (apply kept the centroids current)
         intake = sum(a["action"] in ("add", "keep") for a in actions)
+        room = math.ceil(c.capacity_room * intake) if c.capacity_room > 0 else self.write_budget.entries
         actions += enforce(self.index, self.write_budget, self.head, self.models.token_counter.count, c.delta,
-                           room=math.ceil(c.capacity_room * intake), planned=c.capacity == "planned")
+                           room=room, planned=c.capacity == "planned", homes=c.spill_homes,
+                           dedupe=c.capacity_dedupe)
         return actions
 
     # -- read: the index channel's source for c3m.read.reader (IndexSource) -----------------------------

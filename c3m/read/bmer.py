@@ -1,7 +1,15 @@
 """BMER (C3M §2.2): pages → entries → Raw Nodes and original images, under the joint reader budget.
 
 1. **Entries are scored** s(q, e) = cos(q, z_e) + β · lex(q, e), where lex is the IDF-weighted share of the
-   question's entities and attribute words that the entry's routing text holds (the index's own anchors).
+   question's entities and attribute words that the entry's routing text holds (the index's own anchors). A
+   *spill* entry also gets ρ · reach(q, e) (``spill_reach``): of the mentions of each question key that the spills
+   hold, the share this spill holds (IDF-weighted over the question's keys). Why: a spill is the fold of a hundred
+   or more entries, so its vector is the mean of many subjects and its cosine says little about any one, and
+   every spill soon holds the common keys, so lex cannot tell them apart; but the capacity policy folds an entry
+   into the spill that already holds its subject (``write.capacity``, subject homes), so the spill that holds most
+   of a named subject's mentions is where that subject's folded evidence is. Without it the bounded reader missed
+   gold turns referenced only by a spill on a page it did not read (issue #43: 19 of 22 misses). Read from the
+   index state alone (the spills' entity counts), so the strictly bounded reader stays bounded.
 2. **Pages** (Eq. 5): s(q, p) = ½ cos(q, z_p) + ½ max_{e∈p} s(q, e) — the page's topic and its best entry.
    Pages are taken greedily by s(q, p) + γ · CovGain(p), CovGain = the mean of the shares of the page's
    source sessions and of its relation labels that the pages already taken do not cover (the page itself
@@ -36,6 +44,7 @@ class BmerConfig:
     entry_boost: float = 0.3  # η: share of the entry score a node inherits
     lam: float = 0.05         # λ: coverage weight in the selection (Eq. 6)
     pool: int = 48            # most relevant expanded nodes handed to the solver
+    spill_reach: float = 0.0  # ρ: weight of a spill's share of the question keys' spilled mentions (0: off)
 
 
 def lexical(q_keys: set[str], e: IndexEntry, index: ActiveIndex) -> float:
@@ -57,6 +66,37 @@ def lexical_scorer(q_keys: set[str], index: ActiveIndex):
     return score
 
 
+def spill_reach_scorer(q_keys: set[str], index: ActiveIndex):
+    """reach(q, e) as a function of the entry (module docstring, step 1): for a spill, Σ_k idf(k) · count_e(k) /
+    Σ_spills count(k) over the question's keys k that some spill holds, divided by Σ_k idf(k) over all the question's
+    keys (lex's denominator); 0 for a regular entry and for a question no spill can answer."""
+    spills = [e for e in index.entries.values() if e.kind == "spill"]
+    if not q_keys or not spills:
+        return lambda e: 0.0
+    w = {k: idf(k, index.df, index.n_docs) for k in q_keys}
+    total = sum(w.values())
+    if not total > 0:
+        return lambda e: 0.0
+    held = {k: sum(s.entities.get(k, 0) for s in spills) for k in q_keys}
+    held = {k: n for k, n in held.items() if n > 0}
+
+    def score(e: IndexEntry) -> float:
+        if e.kind != "spill" or not held:
+            return 0.0
+        return sum(w[k] * e.entities.get(k, 0) / n for k, n in held.items()) / total
+    return score
+
+
+def entry_scorer(q: np.ndarray, q_keys: set[str], index: ActiveIndex, cfg: BmerConfig):
+    """s(q, e) as a function of the entry (module docstring, step 1): what ``route`` ranks by, and what the reader
+    scores the entries expansion adds with."""
+    lex = lexical_scorer(q_keys, index)
+    reach = spill_reach_scorer(q_keys, index) if cfg.spill_reach else None
+    if reach is None:
+        return lambda e: float(e.z @ q) + cfg.lexical * lex(e)
+    return lambda e: float(e.z @ q) + cfg.lexical * lex(e) + cfg.spill_reach * reach(e)
+
+
 def routing_keys(index: ActiveIndex) -> np.ndarray:
     """[entries + pages, d]: the vectors routing scores a question against (entries in ``ordered()`` order, then
     pages), one tenant's segment of the batched read's ragged launch."""
@@ -74,7 +114,9 @@ def route(index: ActiveIndex, q: np.ndarray, q_keys: set[str], budget: ReaderBud
     if cos is None:
         cos = routing_keys(index) @ q
     lex = lexical_scorer(q_keys, index)
-    e_score = {e.entry_id: float(cos[i]) + cfg.lexical * lex(e) for i, e in enumerate(entries)}
+    reach = spill_reach_scorer(q_keys, index) if cfg.spill_reach else (lambda e: 0.0)
+    e_score = {e.entry_id: float(cos[i]) + cfg.lexical * lex(e) + cfg.spill_reach * reach(e)
+               for i, e in enumerate(entries)}
     p_score = []
     for p, page in enumerate(index.pages):
         members = [e for e in entries if e.page == p]

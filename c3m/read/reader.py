@@ -25,7 +25,7 @@ import numpy as np
 
 from ..types import BudgetUse, Context, ReaderBudget, RouteTrace
 from .batch import query_vectors, segments_scores
-from .bmer import Member, Pool, PoolJob, expand_pools, lexical, route, select
+from .bmer import Member, Pool, PoolJob, entry_scorer, expand_pools, route, select
 from .compose import Candidate, compose_finish, compose_plan, solve_instance
 from .expand import expand_many, plan_expansion
 from .pipeline import Gathered, IndexHits, PipelineConfig, Request, gather, ranked, rerank
@@ -235,7 +235,7 @@ def members(m: IndexSource, q: np.ndarray, keys: set[str], routed: Routed, found
                     extra.setdefault(e.page, s)
                 expanded.append((e, s))
         pages = list(pages) + [(p, s) for p, s in extra.items()]
-    score = lambda e: float(e.z @ q) + c.lexical * lexical(keys, e, m.index)  # noqa: E731  s(q, e)
+    score = entry_scorer(q, keys, m.index, m.read_cfg)  # s(q, e), as routing scores it
     out = [Member(e, s, "routed") for e, s in routed.entries] + [Member(e, score(e), "expanded") for e, _ in expanded]
     return Found(pages, out, len(routed.entries), len(expanded))
 
