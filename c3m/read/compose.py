@@ -26,38 +26,39 @@ the memory has it; the joint choice under the budget is the selection stage's so
 coverage mode over source sessions), solved on the memory's device (``read.select.solve_many``: the CPU DP on "cpu",
 Triton on CUDA).
 
-**What an item is worth: a node is valued once** (``compose_plan``). A node (one turn) with at least one form on
-offer is worth ``V = 1 + relevance``, relevance = ``node_weight`` · cos(q, node) + (1 − ``node_weight``) · memory
-score (for the reranked reader the score is the rank: 1 for the first, falling linearly), whatever forms it has, and
-that value sits on one item, the node's *primary* form: its raw text, else its caption, else its raw image, else a
-crop (the first that shows something new, below). Each further form of the same node is an *upgrade*: worth
-``UPGRADE`` · p(form) · form weight · (1 + relevance), a fraction so small that all of a node's upgrades together
-cannot outweigh a difference in node value of 0.005 (less than one rank step of a 48-candidate pool, 0.5 / 48). The
-selector's probabilities thus decide which forms are offered (the threshold) and which upgrades are worth most; form
-weights (``FORM_WEIGHTS``) say what they were defined as — how forms of *one* memory compare — and never compare two
-nodes. Why: valued per form, a turn with a photo summed raw text, raw image and caption (0.9 + 0.56 + 0.39 of its
-relevance for a visual question, 2× a text turn), so older photo turns took the last Raw-Node slots from a newer,
-higher-ranked turn that said the new value in words (issue #43), while a photo with no words (raw image 0.56) lost to
-text turns ranked far below it. Now the Raw-Node slots go to nodes in relevance order, and images, captions and
-crops go, under their own budgets, to the most relevant nodes that have them. (A multi-turn memory's summary is a
-view of the memory, not of a node, and keeps its form value, p · 0.5 · (1 + score).)
-An upgrade priced by λ is worth ``UPGRADE`` · (its form value − λ · tokens / 1000): it is offered exactly when it was
-before (worth its tokens at its form's scale), and competes with other upgrades on that scale.
+**What an item is worth** (``compose_plan``): item value = p(form) · form weight · (1 + relevance) − λ · tokens / 1000,
+relevance = ``node_weight`` · cos(q, node) + (1 − ``node_weight``) · memory score (for the reranked reader the score
+is the rank: 1 for the first, falling linearly). A node's forms add up: for a question about looks, a photo's raw
+image and caption are evidence its words may not carry. Two rules keep that from valuing a node twice:
 
-**Duplicates add nothing twice.** Nodes are valued in order of ``V``; each claims what it shows: its text (normalised:
+- **Precedence** (issue #43): a node that shows an image view (raw image, caption, crop) is never worth more, all its
+  items together, than a *newer, better-ranked* node about the same subject (their offered text or caption share a
+  content word of the question, visual cue words and stop words aside): its items are scaled to ``1 − PRECEDENCE_GAP`` of that node's
+  total. Why: valued per form, a photo turn summed raw text, raw image and caption (0.9 + 0.56 + 0.39 of its
+  relevance for a visual question, 2× a text turn), so older photo turns of the sign took the last Raw-Node slot from
+  the newer, higher-ranked turn that said its new colour in words. For a question about a state, the newest
+  statement supersedes older pictures of it; against turns about something else, or older ones, the photo keeps its
+  forms' value (measured on the synthetic hard dev split, where "what did I show you" evidence is photo turns: valuing
+  a node only by its rank, images as mere tie-breaks, cost 9 points of raw Support Recall). Nodes are valued in
+  order of relevance, so the cap is the other node's final value.
+- **Duplicates** (below): a turn that shows nothing new gets no item.
+
+**Duplicates add nothing twice.** Nodes are valued in order of relevance; each claims what it shows: its text (normalised:
 case-folded word sequence, so spacing and punctuation do not matter), its caption, its images and crops (by
 sha256). A text is *already shown* when its normalised form was claimed, or when it is a near duplicate of a claimed
 text: token-set Jaccard ≥ ``NEAR_JACCARD`` (0.9), both texts with ≥ ``NEAR_MIN_TERMS`` (4) distinct terms (numbers
 are terms: "paid 30" and "paid 45" differ). A node that shows nothing new (its text repeats one already valued and
 it has no new image, caption or crop on offer) gets no item, so its Raw-Node slot and tokens go to other turns
 (small talk repeated word for word took 8–11 of 12 slots in issue #43's histories). A repeated text with a *different
-image* is not a duplicate when an image form is offered: its primary becomes the new view, and its raw text rides
-along as an upgrade shown only beside it (the turn's words say what the photo is; alone they would repeat). The check is O(pool²) set comparisons on ≤ 48 short
-texts, well under a millisecond. Claims follow value, not the solver's choice: a copy whose better-valued twin
-does not fit (tokens) is not revived.
+image* is not a duplicate when an image form is offered: it is a new turn, valued in full with its words (they say
+what the photo is; raw-text Support Recall counts them); only views already shown (the same image, caption or crop)
+are dropped from it.
+The check is O(pool²) set comparisons on ≤ 48 short texts (~0.4 ms CPU per question with the precedence rule). Claims
+follow relevance, not the solver's choice: a copy whose better twin does not fit (tokens) is not revived.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,6 +67,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from ..models.tokens import image_tokens
+from .features import STOP_WORDS
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, ImagePerception, RawNode, ReaderBudget, RouteTrace
 
 FORMS = (EvidenceForm.RAW_TEXT, EvidenceForm.SUMMARY, EvidenceForm.CAPTION, EvidenceForm.RAW_IMAGE,
@@ -342,10 +344,10 @@ def make_selector(name: str = "rule", *, dim: int = 384) -> Selector:
 
 
 # -- composition -----------------------------------------------------------------------------------------
-#: what an upgrade (a further form of a node, module docstring) is worth, as a fraction of its form value: at most
-#: 1e-3 · Σ p · weight · 2 ≤ 0.005 for a node with raw text, caption, raw image and two crops, less than the
-#: value step between adjacent ranks of a 48-candidate pool (0.5 / 48 ≈ 0.0104 · p)
-UPGRADE = 1e-3
+#: how far below a newer, better-ranked node about the same subject an older photo turn's value is capped (relative)
+PRECEDENCE_GAP = 1e-3
+#: the views whose words say what a node is about (the precedence rule's subject): its text and its caption
+_WORDED = (EvidenceForm.RAW_TEXT, EvidenceForm.CAPTION)
 #: near-duplicate texts: token-set Jaccard at least this, both texts with at least ``NEAR_MIN_TERMS`` distinct terms
 #: (one term in ten may differ; shorter texts must repeat exactly, so "the sign is red now" and "... blue now" differ)
 NEAR_JACCARD = 0.9
@@ -409,8 +411,6 @@ class _Item:
     tokens: int
     group: int           # raw forms: the node's group (its Raw-Node slot is charged once); derived: -1
     image_tokens: int = 0
-    primary: bool = True  # the item that carries its node's value; False: an upgrade (module docstring)
-    repeat: bool = False  # an upgrade that repeats a shown text (a photo turn's words): kept only beside its primary
 
 
 @dataclass
@@ -467,10 +467,10 @@ def compose_plan(question: str, q_vec: np.ndarray, candidates: Sequence[Candidat
     items: list[_Item] = []
     itok = lambda ims: sum(image_tokens(im.width, im.height, cfg.image_token_model) for im in ims)  # noqa: E731
 
-    def add(m, form, node, text, images, value, tok, itoks=0, primary=True, repeat=False):
+    def add(m, form, node, text, images, value, tok, itoks=0):
         raw = form in (EvidenceForm.RAW_TEXT, EvidenceForm.RAW_IMAGE)
         group = slot.setdefault(node.node_id, len(slot)) if raw else -1
-        items.append(_Item(m, form, node, text, tuple(images), value, tok, group, itoks, primary, repeat))
+        items.append(_Item(m, form, node, text, tuple(images), value, tok, group, itoks))
 
     # every (memory, live node) with the views offered for it: (form, text, images, image tokens, claim keys)
     shown: list[tuple[float, int, int, RawNode, float, list]] = []
@@ -501,34 +501,45 @@ def compose_plan(question: str, q_vec: np.ndarray, candidates: Sequence[Candidat
                     views.append((EvidenceForm.GROUNDED_CROP, f"[crop: {r.crop_phrase or 'object'}]", (r.crop,),
                                   itok((r.crop,)), [("i", r.crop.sha256)]))
             if views:
-                shown.append((rel, m, len(shown), n, rel, views))
+                shown.append((rel, m, len(shown), n, rel, views))  # rel: the node's base (rank-derived) value
     seen = _Shown()
     duplicates = 0
-    for value, m, _, n, rel, views in sorted(shown, key=lambda s: (-s[0], s[2])):
+    # the precedence rule's subject terms: only needed when some node offers an image view
+    imaged = any(v[0] is not EvidenceForm.RAW_TEXT for s in shown for v in s[5])
+    subject = _words(question) - VISUAL_CUES - STOP_WORDS if imaged else frozenset()
+    valued: list[tuple[float, RawNode, frozenset, list]] = []  # (total, node, subject terms, priced items), by base
+    for base, m, _, n, rel, views in sorted(shown, key=lambda s: (-s[0], s[2])):
         new = [seen.is_new(v[4]) for v in views]
         if not any(new):  # everything it would show is already valued: no item, no slot
             duplicates += 1
             continue
         for v in views:
             seen.claim(v[4])
-        primary = None
+        image_new = any(f and v[0] is not EvidenceForm.RAW_TEXT for v, f in zip(views, new))
         priced = []
         for v, fresh in zip(views, new):
+            if not fresh and v[0] is not EvidenceForm.RAW_TEXT:
+                continue  # an image, caption or crop already shown by a better node adds nothing
             tok = count(v[1]) if v[1] else 0
-            price = cfg.lam_tokens * (tok + v[3]) / 1000.0
-            if primary is None and fresh and value - price > 0:
-                primary = v[0]
-                add(m, v[0], n, v[1], v[2], value - price, tok, v[3])
-                continue
-            # an upgrade: offered when its form is worth its tokens; a repeat adds nothing, except the node's own
-            # words beside its new image
-            worth = probs[m, FORMS.index(v[0])] * FORM_WEIGHTS[v[0]] * rel - price
-            if worth > 0 and (fresh or v[0] is EvidenceForm.RAW_TEXT):
-                priced.append((v, tok, UPGRADE * worth, not fresh))
-        if primary is None:  # no new view is worth its tokens: the node is not offered
+            value = probs[m, FORMS.index(v[0])] * FORM_WEIGHTS[v[0]] * rel - cfg.lam_tokens * (tok + v[3]) / 1000.0
+            if value > 0:  # else λ·cost outweighs what the form is worth: never offered
+                priced.append([v, tok, value])
+        if not priced:
             continue
-        for v, tok, worth, repeat in priced:
-            add(m, v[0], n, v[1], v[2], worth, tok, v[3], primary=False, repeat=repeat)
+        total = sum(r[2] for r in priced)
+        # precedence: an older node is never worth more than a newer, better-ranked node about the same subject
+        terms = frozenset(_words(" ".join(v[1] for v in views if v[0] in _WORDED)) & subject) if subject else frozenset()
+        if image_new and terms:
+            cap = min((t for t, other, o_terms, _ in valued if other.time > n.time and o_terms & terms),
+                      default=math.inf)
+            if total >= cap:
+                scale = cap * (1.0 - PRECEDENCE_GAP) / total
+                for r in priced:
+                    r[2] *= scale
+                total *= scale
+        valued.append((total, n, terms, priced))
+        for v, tok, value in priced:
+            add(m, v[0], n, v[1], v[2], value, tok, v[3])
     return Plan(question, budget, candidates, items, all_nodes, trace, selector.name, len(slot), duplicates)
 
 
@@ -536,10 +547,6 @@ def compose_finish(plan: Plan, chosen_mask: np.ndarray) -> Context:
     """The Context from a plan and the solver's choice over its items."""
     items, trace, budget = plan.items, plan.trace, plan.budget
     chosen = [i for i in range(len(items)) if len(chosen_mask) and chosen_mask[i]]
-    # a repeated text is an upgrade only beside its node's new view (its primary); alone it would show a text twice.
-    # Dropping it only frees budget, so the choice still fits.
-    firsts = {(items[i].mem, items[i].node.node_id) for i in chosen if items[i].primary}
-    chosen = [i for i in chosen if not items[i].repeat or (items[i].mem, items[i].node.node_id) in firsts]
     chosen_set = set(chosen)
     picked = [items[i] for i in chosen]
     picked.sort(key=lambda it: (it.node.time, it.node.session_id, it.node.turn_index, FORMS.index(it.form)))

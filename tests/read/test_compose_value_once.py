@@ -1,4 +1,6 @@
-"""Composition values a node once and duplicates add nothing twice (``c3m.read.compose``, issue #43 items 2–3).
+"""Composition values a node once and duplicates add nothing twice (``c3m.read.compose``, issue #43 items 2–3):
+an older photo turn never outweighs a newer, better-ranked turn about the same subject, and a turn that shows
+nothing new gets no slot.
 
 Hand-built candidates in the reranked reader's shape (one node per memory, score = rank-derived relevance), the
 shipped rule-v1 selector, and a vector stub that gives every node the same cosine with the question, so the only
@@ -91,12 +93,16 @@ def test_images_go_to_the_best_ranked_photo_turns():
     assert with_image(ctx) == {later.node_id}  # the one image to the best-ranked photo turn
 
 
-def test_an_image_only_turn_keeps_its_rank():
-    """A turn with no words is worth its rank through its image (its only view), not a form weight's fraction."""
-    text = [node(f"t{k}", f"distinct small talk number {k} about the weather and the news", day=k) for k in range(3)]
-    photo = node("p", "", (img("only"),), day=5)
-    ctx = run(ranked([photo, *text]), budget(3))
-    assert photo.node_id in raw_nodes(ctx) and photo.node_id in with_image(ctx)
+def test_a_photo_still_outweighs_a_better_ranked_turn_about_something_else():
+    """Precedence binds only a newer, better-ranked turn about the same subject: against small talk ranked just above
+    it, the photo of the asked-about sign keeps its image's value for a visual question."""
+    talk = node("s9", "We watched a film about the weather on the coast last night.", day=9)
+    photo = node("s3", "one more photo of the shop sign", (img("sign-3"),), day=3)
+    ctx = run(ranked([talk, photo]), budget(1))
+    assert raw_nodes(ctx) == {photo.node_id} and with_image(ctx) == {photo.node_id}
+    older = node("s1", "We talked about the shop sign colour last year.", day=1)  # same subject, but older
+    ctx = run(ranked([older, photo]), budget(1))
+    assert raw_nodes(ctx) == {photo.node_id}
 
 
 def test_every_form_still_shows_when_everything_fits():
@@ -204,7 +210,7 @@ def test_the_budget_holds_with_repeats_and_photos(seed):
         m = measure_context(ctx, b, _Store(nodes).get_nodes, NS, COUNT)
         assert not m.problems and not m.over, (seed, trial, m.use, b)
         assert m.use == ctx.use
-        photo_turns = with_image(ctx)
+        plain = {n.node_id for n in nodes if not n.images}
         alone = [tuple(re.findall(r"\w+", i.text.casefold())) for i in ctx.items
-                 if i.form is EvidenceForm.RAW_TEXT and i.node_id not in photo_turns]
-        assert len(alone) == len(set(alone)), (seed, trial, alone)  # a text shown without its image: once
+                 if i.form is EvidenceForm.RAW_TEXT and i.node_id in plain]
+        assert len(alone) == len(set(alone)), (seed, trial, alone)  # a turn without images: its text once
