@@ -27,6 +27,7 @@ from pathlib import Path
 
 from c3m.config import MemoryConfig
 from c3m.dataset.format import iter_histories
+from c3m.eval.harness import _safe
 from c3m.eval.replay import namespace_for
 from c3m.memory import Memory
 from c3m.types import EvidenceForm, node_id_for
@@ -74,7 +75,10 @@ def diagnose(mem: Memory, history, questions) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", required=True)
-    ap.add_argument("--store", required=True, help="store folder (reused: histories written there are not rewritten)")
+    ap.add_argument("--store", default=None, help="store folder (reused: histories written there are not rewritten)")
+    ap.add_argument("--eval-stores", default=None,
+                    help="read only: a c3m eval's OUT/stores/<method>/<length> folder (one store per history, written "
+                         "by the harness with the same write options); repairs are then not counted here")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--options", default="", help="c3m method options, key=value,... (cold=false is always set)")
     ap.add_argument("--json", default=None, help="write every question's record here")
@@ -83,19 +87,29 @@ def main() -> None:
     for kv in filter(None, args.options.split(",")):
         k, v = kv.split("=", 1)
         options[k] = json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
-    Path(args.store).mkdir(parents=True, exist_ok=True)
+    if (args.store is None) == (args.eval_stores is None):
+        ap.error("give exactly one of --store and --eval-stores")
+    if args.store:
+        Path(args.store).mkdir(parents=True, exist_ok=True)
     config = MemoryConfig(method="c3m", method_options=options)
     records, repairs = [], {}
     for i, h in enumerate(iter_histories(args.dataset)):
         if args.limit is not None and i >= args.limit:
             break
         t0 = time.time()
-        mem = Memory(args.store, namespace_for(h.id), config=config)
-        log_file = Path(args.store, f"{namespace_for(h.id)}.repairs")
-        if not log_file.exists():
-            n = sum(a.get("action") == "overflow_repair" for r in mem.add_history(h) for a in r.actions)
-            log_file.write_text(str(n))
-        repairs[h.id] = int(log_file.read_text())
+        if args.eval_stores:
+            folder = Path(args.eval_stores, _safe(h.id))
+            if not folder.is_dir():
+                raise SystemExit(f"no store for {h.id} at {folder}")
+            mem = Memory(folder, namespace_for(h.id), config=config)
+            repairs[h.id] = -1
+        else:
+            mem = Memory(args.store, namespace_for(h.id), config=config)
+            log_file = Path(args.store, f"{namespace_for(h.id)}.repairs")
+            if not log_file.exists():
+                n = sum(a.get("action") == "overflow_repair" for r in mem.add_history(h) for a in r.actions)
+                log_file.write_text(str(n))
+            repairs[h.id] = int(log_file.read_text())
         got = diagnose(mem, h, [q for q in h.questions if q.evidence])
         records += got
         mem.close()

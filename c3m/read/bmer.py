@@ -7,9 +7,13 @@
    or more entries, so its vector is the mean of many subjects and its cosine says little about any one, and
    every spill soon holds the common keys, so lex cannot tell them apart; but the capacity policy folds an entry
    into the spill that already holds its subject (``write.capacity``, subject homes), so the spill that holds most
-   of a named subject's mentions is where that subject's folded evidence is. Without it the bounded reader missed
-   gold turns referenced only by a spill on a page it did not read (issue #43: 19 of 22 misses). Read from the
-   index state alone (the spills' entity counts), so the strictly bounded reader stays bounded.
+   of a named subject's mentions is where that subject's folded evidence is. The bounded reader missed gold turns
+   referenced only by a spill on a page it did not read (issue #43: 19 of 22 misses). Subject homes did most of
+   the mending (lex then tells the home spill apart); reach matters where a subject is still split over spills,
+   e.g. an index written before homes: on such indexes (48K ``hard`` dev, 4 histories,
+   ``benchmarks/bounded_reach.py``) it lifted the bounded reader's raw SR 61.1 → 69.4, and on indexes written
+   with homes it changed at most one gold turn. Read from the index state alone (the spills' entity counts), so
+   the strictly bounded reader stays bounded.
 2. **Pages** (Eq. 5): s(q, p) = ½ cos(q, z_p) + ½ max_{e∈p} s(q, e) — the page's topic and its best entry.
    Pages are taken greedily by s(q, p) + γ · CovGain(p), CovGain = the mean of the shares of the page's
    source sessions and of its relation labels that the pages already taken do not cover (the page itself
