@@ -31,16 +31,19 @@ relevance = ``node_weight`` · cos(q, node) + (1 − ``node_weight``) · memory 
 is the rank: 1 for the first, falling linearly). A node's forms add up: for a question about looks, a photo's raw
 image and caption are evidence its words may not carry. Two rules keep that from valuing a node twice:
 
-- **Precedence** (issue #43): a node that shows an image view (raw image, caption, crop) is never worth more, all its
+- **Precedence** (issue #43), for a question about the present state (``temporal_intent`` "now": "… now?",
+  "currently", "latest"): a node that shows an image view (raw image, caption, crop) is never worth more, all its
   items together, than a *newer, better-ranked* node about the same subject (their offered text or caption share a
   content word of the question, visual cue words and stop words aside): its items are scaled to ``1 − PRECEDENCE_GAP`` of that node's
   total. Why: valued per form, a photo turn summed raw text, raw image and caption (0.9 + 0.56 + 0.39 of its
   relevance for a visual question, 2× a text turn), so older photo turns of the sign took the last Raw-Node slot from
   the newer, higher-ranked turn that said its new colour in words. For a question about a state, the newest
-  statement supersedes older pictures of it; against turns about something else, or older ones, the photo keeps its
-  forms' value (measured on the synthetic hard dev split, where "what did I show you" evidence is photo turns: valuing
-  a node only by its rank, images as mere tie-breaks, cost 9 points of raw Support Recall). Nodes are valued in
-  order of relevance, so the cap is the other node's final value.
+  statement supersedes older pictures of it; against turns about something else, or older ones, and for questions
+  about the first time, a count or a period ("when I first showed you …", "how often …"), the photo keeps its forms'
+  value. Measured on the synthetic hard dev split, whose evidence is photo turns: valuing a node only by its rank
+  (images as tie-breaks) cost 9 points of raw Support Recall, and so did this rule applied to every question (small
+  talk newer than the photo names the same object). Nodes are valued in order of relevance, so the cap is the other
+  node's final value.
 - **Duplicates** (below): a turn that shows nothing new gets no item.
 
 **Duplicates add nothing twice.** Nodes are valued in order of relevance; each claims what it shows: its text (normalised:
@@ -67,6 +70,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from ..models.tokens import image_tokens
+from ..language.question import temporal_intent
 from .features import STOP_WORDS
 from ..types import BudgetUse, Context, ContextItem, EvidenceForm, ImagePerception, RawNode, ReaderBudget, RouteTrace
 
@@ -506,7 +510,8 @@ def compose_plan(question: str, q_vec: np.ndarray, candidates: Sequence[Candidat
     duplicates = 0
     # the precedence rule's subject terms: only needed when some node offers an image view
     imaged = any(v[0] is not EvidenceForm.RAW_TEXT for s in shown for v in s[5])
-    subject = _words(question) - VISUAL_CUES - STOP_WORDS if imaged else frozenset()
+    current = imaged and temporal_intent(question) == "now"
+    subject = _words(question) - VISUAL_CUES - STOP_WORDS if current else frozenset()
     valued: list[tuple[float, RawNode, frozenset, list]] = []  # (total, node, subject terms, priced items), by base
     for base, m, _, n, rel, views in sorted(shown, key=lambda s: (-s[0], s[2])):
         new = [seen.is_new(v[4]) for v in views]

@@ -85,6 +85,13 @@ def test_an_older_photo_turn_does_not_take_the_slot_of_a_newer_higher_ranked_tex
     assert with_image(ctx) == {photos[0].node_id}  # an image is an upgrade of a node that has a slot
 
 
+def test_precedence_is_for_the_present_state_only():
+    """Asked about the first time (or a count), the older photo keeps its image's value over newer text turns."""
+    top, gold, photos = _shop_sign()
+    ctx = run(ranked([top, gold, *photos]), budget(2), "When I first showed you the shop sign, what colour was it?")
+    assert photos[0].node_id in raw_nodes(ctx) and photos[0].node_id in with_image(ctx)
+
+
 def test_images_go_to_the_best_ranked_photo_turns():
     _, _, photos = _shop_sign()
     later = node("s7", "and the shop sign again", (img("sign-7"),), day=7)
