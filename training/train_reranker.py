@@ -357,14 +357,17 @@ def drop_groups(spec: str) -> list[str]:
     return names
 
 
-def drop_column_runs(pools: list[dict], args: Args, full: list[dict]) -> dict[str, list[dict]]:
-    """The cross-validation again without each group's columns (same folds and seed): group -> out-of-fold rows."""
+def drop_column_runs(pools: list[dict], args: Args, full: list[dict], progress=None) -> dict[str, list[dict]]:
+    """The cross-validation again without each group's columns (same folds and seed): group -> out-of-fold rows.
+    ``progress(runs)`` after each group (the trainer rewrites the table, so a long run leaves a partial one)."""
     out = {"(none: full model)": full}
     for g in drop_groups(args.drop_groups):
         keep = [i for i, n in enumerate(FEATURES) if n not in FEATURE_GROUPS[g]]
         t = time.time()
         out[g] = cross_validate(pools, args, None, keep, baselines=False)
         print(f"drop {g}: {time.time() - t:.0f} s", flush=True)
+        if progress is not None:
+            progress(out)
     return out
 
 
@@ -467,6 +470,8 @@ def smoke_data(tmp: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.drop_groups:
+        drop_groups(args.drop_groups)  # a wrong name fails now, not after the cross-validation
     t0 = time.time()
     np.random.seed(args.seed)
     with tempfile.TemporaryDirectory(prefix="c3m-rerank-smoke-") as tmp:
@@ -502,28 +507,34 @@ def main(argv: list[str] | None = None) -> int:
                   + length_table(rows, args.k)
                   + "\n\n## Feature importance (final model, share of total split gain)\n\n"
                   + importance_table(model) + "\n")
-        if args.drop_groups:
-            drop_path = Path(args.drop_report) if args.drop_report else (
-                (ROOT / "runs" / f"reranker-{stamp}" if args.ship else out.parent) / "drop-columns.md")
-            runs = drop_column_runs(pools, args, rows)
-            drop_path.parent.mkdir(parents=True, exist_ok=True)
-            drop_path.write_text(
-                f"# Reranker drop-column table ({'smoke' if args.smoke else 'lgbm-lambdarank-v1'})\n\n- date: "
-                f"{dt.date.today().isoformat()}\n- command: `python training/train_reranker.py "
-                f"{' '.join(argv if argv is not None else sys.argv[1:])}`\n- data: {args.data}\n- {len(pools)} "
-                f"histories, {n_q} question pools; groups: `c3m.read.features.FEATURE_GROUPS`\n- took "
-                f"{time.time() - t0:.0f} s with the main run, on {os.cpu_count()} CPU cores\n\n"
-                + drop_column_report(runs, args, args.k))
-            print(f"drop-column table: {drop_path}")
         if args.ship:
             report = CARD_HEAD + f"## Cross-validated Support Recall@{args.k}\n" + report.split("\n", 1)[1]
         report_path = Path(args.report) if args.report else out.with_name(
             "RERANKER_CARD.md" if args.ship else "report.md")
         report_path.write_text(report)
-        (out.parent / f"{out.stem}.cv.json").write_text(json.dumps(rows)) if not args.ship else None
+        if not args.ship or args.cv_dir:  # the out-of-fold rows beside the fold models (the drop table's full row)
+            (cv_dir.parent if args.ship else out.parent).joinpath(f"{out.stem}.cv.json").write_text(json.dumps(rows))
         print(summary_table(rows, args.k))
         print(f"model: {out}\nreport: {report_path}" + ("" if args.ship and not args.cv_dir
-                                                         else f"\ncross-fitted models: {cv_dir}"))
+                                                         else f"\ncross-fitted models: {cv_dir}"), flush=True)
+        if args.drop_groups:  # last: the model and its report are written whatever the drop runs take
+            drop_path = Path(args.drop_report) if args.drop_report else (
+                (ROOT / "runs" / f"reranker-{stamp}" if args.ship else out.parent) / "drop-columns.md")
+            drop_path.parent.mkdir(parents=True, exist_ok=True)
+            command = " ".join(argv if argv is not None else sys.argv[1:])
+
+            def write_drop(runs: dict, done: bool) -> None:
+                drop_path.write_text(
+                    f"# Reranker drop-column table ({'smoke' if args.smoke else 'lgbm-lambdarank-v1'})\n\n- date: "
+                    f"{dt.date.today().isoformat()}\n- command: `python training/train_reranker.py {command}`\n"
+                    f"- data: {args.data}\n- {len(pools)} histories, {n_q} question pools; groups: "
+                    f"`c3m.read.features.FEATURE_GROUPS`\n- "
+                    + (f"took {time.time() - t0:.0f} s with the main run" if done else
+                       f"PARTIAL: {len(runs) - 1} of {len(drop_groups(args.drop_groups))} groups so far")
+                    + f", on {os.cpu_count()} CPU cores\n\n" + drop_column_report(runs, args, args.k))
+
+            write_drop(drop_column_runs(pools, args, rows, lambda runs: write_drop(runs, False)), True)
+            print(f"drop-column table: {drop_path}")
         if args.smoke:
             shutil.rmtree(Path(tmp) / "cache", ignore_errors=True)
     return 0
