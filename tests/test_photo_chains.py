@@ -170,6 +170,7 @@ RED_WORDS = turn("s1", T1, "I painted my bike red this weekend.")
     ("A photo of my garden.", "A blue bike.", None),                              # the words are about another thing
     ("I repainted my bike green.", "A blue bike.", [("red",), ("green",)]),      # the user's word wins
     ("", "A blue bike.", [("red",), ("blue",)]),                                  # a photo without words
+    ("Another shot of the bike.", "A blue tall metal bike; a mug.", [("red",), ("blue",)]),  # stacked attributes
 ])
 def test_which_photos_open_a_step(words, caption, steps):
     ctx = annotate(ctx_of(RED_WORDS, turn("s2", T2, words, caption)))

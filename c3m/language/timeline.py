@@ -129,6 +129,16 @@ def _stated(q: Query, subject: str, aliases: tuple[str, ...], text: str) -> list
     return vals
 
 
+def caption_phrase(caption: str, attribute: str | None) -> str:
+    """A caption as the chain reads it: a perception backend stacks a thing's attributes in one noun phrase ("a
+    pink triangular leather blender"), where a value is read only next to its noun, so the words of the *other*
+    attributes (shape, material, size, pattern for a colour) are taken out: "a pink blender"."""
+    keep = LEXICON.get(attribute or "", frozenset())
+    others = frozenset().union(*(w for a, w in LEXICON.items() if a != attribute)) - keep
+    plain = re.sub(r"[A-Za-z]+", lambda m: "" if m.group().lower() in others else m.group(), caption)
+    return re.sub(r"\s{2,}", " ", plain)
+
+
 def perception_disagrees(attribute: str | None, items: Sequence[ContextItem]) -> bool:
     """Whether some user turn of the context states values of ``attribute`` in its words and its photo's caption
     states others, none the same ("I painted it olive" under "[image: a gold trunk]"): the perception backend does
@@ -177,7 +187,7 @@ def found_values(q: Query, items: Sequence[ContextItem]) -> tuple[list[Found], t
         for item in its:
             if item.form != EvidenceForm.CAPTION:
                 continue
-            vals = _stated(q, subject, aliases, item_text(item))
+            vals = _stated(q, subject, aliases, caption_phrase(item_text(item), q.attribute))
             words = " ".join(t for _, t in said)
             if not vals or words and (_UNCHANGED.search(words) or hypothetical(words)
                                       or not about_clauses(words, subject, aliases, q.owner, q.qualifier)):
@@ -301,5 +311,5 @@ def annotate(context: Context, *, index_chains: Sequence[UpdateChain] = (),
     return replace(context, items=items, chains=(chain,))
 
 
-__all__ = ["Found", "agrees", "annotate", "clauses", "event_time", "found_values", "index_chain", "item_text", "mentions",
+__all__ = ["Found", "agrees", "annotate", "caption_phrase", "clauses", "event_time", "found_values", "index_chain", "item_text", "mentions",
            "perception_disagrees", "read_time_chains", "subject_chain", "subject_names"]
