@@ -152,8 +152,9 @@ def test_make_reranker_names_and_errors(tmp_path):
     with pytest.raises(InvalidInput, match="folds.json"):
         make_reranker(f"xfit:{tmp_path}")
     (tmp_path / "folds.json").write_text('{"h1": "fold0.txt"}')
-    with pytest.raises(InvalidInput, match="do not list history"):
-        make_reranker(f"xfit:{tmp_path}", "h2")
+    unlisted = make_reranker(f"xfit:{tmp_path}", "h2")  # made (a write-only warm-up store), refused when it ranks
+    with pytest.raises(InvalidInput, match="do not list history 'h2'"):
+        unlisted.scores(np.zeros((2, len(FEATURES)), np.float32), np.zeros(2, int))
 
 
 def test_model_trained_on_other_features_is_refused(tmp_path):

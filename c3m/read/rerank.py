@@ -17,7 +17,8 @@ feature rows of a whole batch of questions (one call).
 - ``auto`` (default): ``lgbm`` when the shipped model file is there, else ``rrf``.
 - ``xfit:DIR`` (evaluation only): cross-fitted models from ``training/train_reranker.py``'s grouped
   cross-validation — ``DIR/folds.json`` maps each history (namespace) to the fold model that never saw it, so a
-  development set can be scored out of fold through the real harness. A namespace it does not list is refused.
+  development set can be scored out of fold through the real harness. A namespace it does not list is refused at
+  its first read (``UnlistedHistory``), so the harness's warm-up write in a scratch namespace passes.
 
 c3m's reader before this stage (BMER relevance over the bounded index alone) stays available as
 ``reranker="bmer"`` on the ``c3m`` method.
@@ -105,7 +106,24 @@ class LgbmReranker:
 _CACHE: dict[str, Reranker] = {}
 
 
-def _cross_fitted(folder: str, namespace: str) -> str:
+class UnlistedHistory:
+    """``xfit:DIR`` for a namespace its ``folds.json`` does not list: it refuses when asked to rank, not when made,
+    so a store that only writes under that reader (the harness's warm-up session in a scratch namespace before a
+    history's first timed write) works, and a read of an unlisted history still fails instead of being scored by a
+    model that may have seen it."""
+
+    def __init__(self, folder: str, namespace: str):
+        self.folder, self.namespace = folder, namespace
+        self.name = f"xfit:{folder} (unlisted {namespace!r})"
+
+    def scores(self, X: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        raise InvalidInput("reranker", f"the cross-fitted models in {self.folder} do not list history "
+                           f"{self.namespace!r}", fix="use xfit: only on the histories the models were "
+                                                     "cross-validated on")
+
+
+def _cross_fitted(folder: str, namespace: str) -> str | None:
+    """The fold model that never saw ``namespace`` (``lgbm:PATH``), or None when ``folds.json`` does not list it."""
     import json
 
     path = Path(folder) / "folds.json"
@@ -113,16 +131,14 @@ def _cross_fitted(folder: str, namespace: str) -> str:
         raise InvalidInput("reranker", f"no folds.json in {folder}",
                            fix="point xfit: at the cv/ folder training/train_reranker.py wrote")
     folds = json.loads(path.read_text())
-    if namespace not in folds:
-        raise InvalidInput("reranker", f"the cross-fitted models in {folder} do not list history {namespace!r}",
-                           fix="use xfit: only on the histories the models were cross-validated on")
-    return f"lgbm:{Path(folder) / folds[namespace]}"
+    return f"lgbm:{Path(folder) / folds[namespace]}" if namespace in folds else None
 
 
 def make_reranker(name: str, namespace: str = "") -> Reranker:
     """``auto`` | ``lgbm`` | ``lgbm:PATH`` | ``rrf`` | ``xfit:DIR`` (module docstring); loaded once per process."""
     if name.startswith("xfit:"):
-        return make_reranker(_cross_fitted(name[5:], namespace))
+        fold = _cross_fitted(name[5:], namespace)
+        return UnlistedHistory(name[5:], namespace) if fold is None else make_reranker(fold)
     if name in _CACHE:
         return _CACHE[name]
     if name == "auto":
