@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..read.answer_view import answer_view
 from ..types import Context, RawNode, as_json_dict, node_id_for
 
 UrlFor = Callable[[str], str]
@@ -114,8 +115,9 @@ def _names(record: dict, entry_id: str) -> bool:
 def trace_view(mem, ctx: Context, image_url: UrlFor) -> dict:
     """The route of one query, stage by stage: pages → entries → node pool → chosen context, with the budget
     used on each dimension (the inspector draws this). Items carry their current/superseded marks and the
-    context its update chains, as the answerer sees them (``MemoryMethod.annotate``: selects, charges nothing)."""
-    ctx = mem.method.annotate(ctx)
+    context its update chains, as the answerer sees them (``answer_view``: the photos' captions join the chains,
+    so a change shown only in a photo is marked too; it selects and charges nothing)."""
+    ctx = answer_view(ctx, mem.method, mem.models.answerer)
     t = ctx.trace
     d = index_view(mem) if _index(mem.method) is not None else {}
     pages = {p["id"]: p for p in d.get("pages", [])}
