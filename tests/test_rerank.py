@@ -323,6 +323,47 @@ def test_xfit_map_leaves_out_ids_two_folders_put_in_different_folds():
     assert train.xfit_map(folds) == {"Baking": "fold1.txt", "train-00001": "fold3.txt"}
 
 
+def test_drop_table_on_made_up_pools(tmp_path):
+    """The drop-column machinery without ingesting anything: pools of random rows where only ``has_image`` tells
+    the (short) gold turns from the rest, so dropping the image group must cost recall on short gold turns."""
+    pytest.importorskip("lightgbm")
+    from factories import load_script
+
+    train = load_script(ROOT / "training" / "train_reranker.py", "train_reranker_drop")
+    rng = np.random.default_rng(0)
+    img, length = FEATURES.index("has_image"), FEATURES.index("text_len")
+    pools = []
+    for tag in ("a", "b"):
+        for h in range(4):
+            modes = {}
+            for mode in ("cold", "bounded"):
+                qs = []
+                for q in range(6):
+                    X = rng.normal(size=(40, len(FEATURES))).astype(np.float32)
+                    y = np.zeros(40, np.int8)
+                    y[:2] = 1
+                    X[:, img] = 0.0
+                    X[:2, img] = 1.0
+                    X[:, length] = np.log1p(rng.choice([40, 200], 40))  # half the pool as short as the gold
+                    X[:2, length] = np.log1p(40)  # short gold turns
+                    qs.append((f"q{q}", "KU" if q % 2 else "TR", 2, 2, X, y, np.full(40, 30, np.int32)))
+                modes[mode] = qs
+            pools.append({"history": f"h{h}", "dataset": tag, "modes": modes})
+    args = train.parse_args(["--folds", "2", "--n-estimators", "20", "--min-child-samples", "5",
+                             "--drop-groups", "image/subject/duplicate,role"])
+    rows = train.cross_validate(pools, args)
+    assert {r["n_short"] for r in rows} == {2} and all(r["lgbm-len_short"] == 2 for r in rows)
+    path = tmp_path / "drop.md"
+    train.drop_table(pools, args, rows, path, [], 0.0, 48)
+    text = path.read_text()
+    assert "PARTIAL" not in text and "| role | role_user |" in text
+    short_table = text.split("By gold turn length")[1]
+    image_row = next(ln for ln in short_table.splitlines() if ln.startswith("| image/subject/duplicate |"))
+    assert "(-" in image_row  # without has_image the short gold turns are lost
+    with pytest.raises(SystemExit, match="--drop-only needs"):
+        train.main(["--drop-only", str(tmp_path / "rows.json")])
+
+
 def test_cold_channel_on_both_store_backends(store_location):
     cfg = MemoryConfig(method="c3m", text_embedder="hashing", token_counter="approx",
                        write_budget=MemoryConfig().write_budget.scaled(0.25), method_options={"reranker": "rrf"})

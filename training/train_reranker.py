@@ -87,6 +87,8 @@ class Args:
                                "(each cross-validated again without that group's columns); empty: none")
     cv_dir: str = opt("", "where the fold models and folds.json are kept (empty: cv/ beside the model; with --ship, "
                           "not kept)")
+    drop_only: str = opt("", "a .cv.json of out-of-fold rows an earlier run wrote with the same data and settings: "
+                             "skip the cross-validation and fit, run only --drop-groups against those rows")
     drop_report: str = opt("", "where the drop-column table goes (empty: drop-columns.md beside the model, or in "
                                "runs/ with --ship)")
     smoke: bool = opt(False, "a tiny synthetic split made on the fly, few trees (tests)")
@@ -468,10 +470,32 @@ def smoke_data(tmp: Path) -> str:
     return str(tmp / "smoke")
 
 
+def drop_table(pools: list[dict], args: Args, rows: list[dict], path: Path, argv, t0: float, n_q: int) -> None:
+    """The drop-column runs against the full model's out-of-fold ``rows``, the table rewritten after each group."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    command = " ".join(argv if argv is not None else sys.argv[1:])
+    total = len(drop_groups(args.drop_groups))
+
+    def write(runs: dict, done: bool) -> None:
+        path.write_text(
+            f"# Reranker drop-column table ({'smoke' if args.smoke else 'lgbm-lambdarank-v1'})\n\n- date: "
+            f"{dt.date.today().isoformat()}\n- command: `python training/train_reranker.py {command}`\n"
+            f"- data: {args.data}\n- {len(pools)} histories, {n_q} question pools; groups: "
+            f"`c3m.read.features.FEATURE_GROUPS`\n- "
+            + (f"took {time.time() - t0:.0f} s with the main run" if done else
+               f"PARTIAL: {len(runs) - 1} of {total} groups so far")
+            + f", on {os.cpu_count()} CPU cores\n\n" + drop_column_report(runs, args, args.k))
+
+    write(drop_column_runs(pools, args, rows, lambda runs: write(runs, False)), True)
+    print(f"drop-column table: {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.drop_groups:
         drop_groups(args.drop_groups)  # a wrong name fails now, not after the cross-validation
+    if args.drop_only and (not args.drop_groups or not args.drop_report or args.ship):
+        raise SystemExit("--drop-only needs --drop-groups and --drop-report, and no --ship")
     t0 = time.time()
     np.random.seed(args.seed)
     with tempfile.TemporaryDirectory(prefix="c3m-rerank-smoke-") as tmp:
@@ -483,6 +507,10 @@ def main(argv: list[str] | None = None) -> int:
         n_q = sum(len(rows) for p in pools for rows in p["modes"].values())
         print(f"{len(pools)} histories, {n_q} question pools ({time.time() - t0:.0f} s)")
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        if args.drop_only:  # the drop groups only, against a finished run's full-model rows (same folds and seed)
+            rows = json.loads(Path(args.drop_only).read_text())
+            drop_table(pools, args, rows, Path(args.drop_report), argv, t0, n_q)
+            return 0
         out = Path(args.out) if args.out else (SHIPPED if args.ship else ROOT / "runs" / f"reranker-{stamp}" /
                                                   "reranker_lgbm.txt")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -520,21 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.drop_groups:  # last: the model and its report are written whatever the drop runs take
             drop_path = Path(args.drop_report) if args.drop_report else (
                 (ROOT / "runs" / f"reranker-{stamp}" if args.ship else out.parent) / "drop-columns.md")
-            drop_path.parent.mkdir(parents=True, exist_ok=True)
-            command = " ".join(argv if argv is not None else sys.argv[1:])
-
-            def write_drop(runs: dict, done: bool) -> None:
-                drop_path.write_text(
-                    f"# Reranker drop-column table ({'smoke' if args.smoke else 'lgbm-lambdarank-v1'})\n\n- date: "
-                    f"{dt.date.today().isoformat()}\n- command: `python training/train_reranker.py {command}`\n"
-                    f"- data: {args.data}\n- {len(pools)} histories, {n_q} question pools; groups: "
-                    f"`c3m.read.features.FEATURE_GROUPS`\n- "
-                    + (f"took {time.time() - t0:.0f} s with the main run" if done else
-                       f"PARTIAL: {len(runs) - 1} of {len(drop_groups(args.drop_groups))} groups so far")
-                    + f", on {os.cpu_count()} CPU cores\n\n" + drop_column_report(runs, args, args.k))
-
-            write_drop(drop_column_runs(pools, args, rows, lambda runs: write_drop(runs, False)), True)
-            print(f"drop-column table: {drop_path}")
+            drop_table(pools, args, rows, drop_path, argv, t0, n_q)
         if args.smoke:
             shutil.rmtree(Path(tmp) / "cache", ignore_errors=True)
     return 0
