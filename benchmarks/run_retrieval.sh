@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The read path on real conversations and on the hard test split, as reported in benchmarks/results/retrieval-cpu/:
-#  1. the synthetic train split (hard + easy, 32K) the reranker learns from beside the Mem-Gallery dev dialogs;
+#  1. the synthetic train splits (hard + easy 32K, photo 48K) the reranker learns from beside the Mem-Gallery dev dialogs;
 #  2. the reranker's grouped cross-validation, keeping the fold models (runs/reranker-cv) so the dev set is scored
 #     OUT OF FOLD through the real harness (c3m:reranker=xfit:...): the honest dev number, since the shipped model
 #     was trained on those dialogs (plain `c3m` on dev is in-sample and is reported only beside it);
@@ -17,9 +17,11 @@ DEV=benchmarks/data/memgallery-dev
     --length 32k --episodes 40 --seed 7 --workers "$WORKERS" -q
 [ -f "$OUT/easy-train-32k/manifest.json" ] || c3m synth "$OUT/easy-train-32k" --preset easy --split train \
     --length 32k --episodes 16 --seed 8 --workers "$WORKERS" -q
+[ -f "$OUT/photo-train-48k/manifest.json" ] || c3m synth "$OUT/photo-train-48k" --preset photo --split train \
+    --length 48k --episodes 24 --seed 7 --workers "$WORKERS" -q
 [ -f "$OUT/hard-test-32k/manifest.json" ] || c3m synth "$OUT/hard-test-32k" --preset hard --split test \
     --length 32k --episodes 8 --seed 0 --workers "$WORKERS" -q
-python training/train_reranker.py --data "$DEV,$OUT/hard-train-32k,$OUT/easy-train-32k" \
+python training/train_reranker.py --data "$DEV,$OUT/hard-train-32k,$OUT/easy-train-32k,$OUT/photo-train-48k" \
     --out runs/reranker/reranker_lgbm.txt --workers "$WORKERS"
 rm -rf runs/reranker-cv && cp -r runs/reranker/cv runs/reranker-cv
 XFIT="c3m:reranker=xfit:runs/reranker-cv"
