@@ -323,52 +323,48 @@ def _objects(b: _Builder, rooms: list[str], budget: int, hard: bool = False, pho
 
 
 def _object_updates(b: _Builder, obj: Entity, rooms: list[str], after: float, n: int) -> None:
-    r, pool = b.rng, b.pool
-    colour, room, brand = obj.initial["colour"], obj.initial["room"], obj.initial["brand"]
+    state = dict(obj.initial)
     slots = b.later_slots(after, n)
     for i, s in enumerate(slots):
-        last = i == n - 1
-        choice = r.random()
-        if last and n >= 2 and choice < 0.15:
+        choice = b.rng.random()
+        if i == n - 1 and n >= 2 and choice < 0.15:
             b.event("obj_sell", obj, {"status": "sold"}, ("status",), False, s)
-        elif choice < 0.35:
-            colour = b.other_colour(colour)
-            b.event("obj_repaint_text", obj, {"colour": colour}, ("colour",), True, s)
-        elif choice < 0.65:
-            colour = b.other_colour(colour)
-            b.event("obj_repaint_image", obj, {"colour": colour}, (), True, s)
-        elif choice < 0.85:
-            room = r.choice([x for x in rooms if x != room])
-            b.event("obj_move", obj, {"room": room}, ("room",), True, s)
         else:
-            brand = r.choice([x for x in pool.brands if x != brand])
-            colour = b.other_colour(colour)
-            b.event("obj_replace", obj, {"brand": brand, "colour": colour}, ("brand",), True, s)
+            _object_change(b, obj, rooms, s, choice, (0.35, 0.65, 0.85), state)
 
 
 def _photo_updates(b: _Builder, obj: Entity, rooms: list[str], after: float, n: int) -> None:
     """``photo``: ``n`` changes of one object, colour-heavy so the newest colour is about half the time only
     in a photo: 25% repaint said, 50% repaint only shown, 15% move (said: the room is not legible in the
     picture), 10% replaced by another brand; the last one is a sale 8% of the time."""
-    r, pool = b.rng, b.pool
-    colour, room, brand = obj.initial["colour"], obj.initial["room"], obj.initial["brand"]
+    state = dict(obj.initial)
     for i, s in enumerate(b.later_slots(after, n)):
-        choice = r.random()
-        if i == n - 1 and r.random() < 0.08:
+        choice = b.rng.random()
+        if i == n - 1 and b.rng.random() < 0.08:
             b.event("obj_sell", obj, {"status": "sold"}, ("status",), False, s)
-        elif choice < 0.25:
-            colour = b.other_colour(colour)
-            b.event("obj_repaint_text", obj, {"colour": colour}, ("colour",), True, s)
-        elif choice < 0.75:
-            colour = b.other_colour(colour)
-            b.event("obj_repaint_image", obj, {"colour": colour}, (), True, s)
-        elif choice < 0.9:
-            room = r.choice([x for x in rooms if x != room])
-            b.event("obj_move", obj, {"room": room}, ("room",), True, s)
         else:
-            brand = r.choice([x for x in pool.brands if x != brand])
-            colour = b.other_colour(colour)
-            b.event("obj_replace", obj, {"brand": brand, "colour": colour}, ("brand",), True, s)
+            _object_change(b, obj, rooms, s, choice, (0.25, 0.75, 0.9), state)
+
+
+def _object_change(b: _Builder, obj: Entity, rooms: list[str], slot: float, choice: float,
+                   cuts: tuple[float, float, float], state: dict) -> None:
+    """One change of ``obj`` picked by ``choice`` against the cumulative ``cuts`` (repaint said, repaint only
+    shown, move; above the last: replaced by another brand); ``state`` carries colour/room/brand forward."""
+    r = b.rng
+    said, shown, moved = cuts
+    if choice < said:
+        state["colour"] = b.other_colour(state["colour"])
+        b.event("obj_repaint_text", obj, {"colour": state["colour"]}, ("colour",), True, slot)
+    elif choice < shown:
+        state["colour"] = b.other_colour(state["colour"])
+        b.event("obj_repaint_image", obj, {"colour": state["colour"]}, (), True, slot)
+    elif choice < moved:
+        state["room"] = r.choice([x for x in rooms if x != state["room"]])
+        b.event("obj_move", obj, {"room": state["room"]}, ("room",), True, slot)
+    else:
+        state["brand"] = r.choice([x for x in b.pool.brands if x != state["brand"]])
+        state["colour"] = b.other_colour(state["colour"])
+        b.event("obj_replace", obj, {"brand": state["brand"], "colour": state["colour"]}, ("brand",), True, slot)
 
 
 def schedule(world: World, rng: random.Random, n_sessions: int) -> None:
