@@ -246,3 +246,56 @@ def analyse(question: str, now: datetime | None = None) -> Query:
         or re.search(r"\b(do|did|does) (i|we) (have|own|keep)\b", lower))
     return Query(question, kind, attribute, subject, names, intent, choices, before,
                  frozenset(fold(w) for w in words), owner, qualifier, change, possessed)
+
+
+#: lead-in clauses that frame a question without changing what it asks ("Based on the conversation, would ...")
+_LEAD_IN = re.compile(r"^(?:based on (?:the |our |this )?(?:conversations?|dialogues?|chats?|discussion)(?: history)?|"
+                      r"according to [^,]*|considering [^,]*|given [^,]*|since [^,]*|if [^,]*|in [^,]*),\s*")
+_YESNO_AUX = re.compile(r"^(?:did|do|does|is|are|was|were|has|have|had|can|could|would|will|should|am)\b")
+#: questions that judge a claim, test recall of a whole topic, order two events, offer a choice or ask how a state
+#: stands now ("still", "finally", "resolved"): whether a detail is absent does not decide them
+_NOT_A_DETAIL = re.compile(r"\b(?:contradict\w*|conflict\w*|consistent|inconsisten\w*|remember|recall|before|after|"
+                           r"first|earlier|later|or not|positive or negative|still|finally|ultimately|eventually|"
+                           r"chang\w*|resolved|anymore|recently|initially|originally|now|currently|yet|mine)\b|"
+                           r"\bor (?:did|does|do|is|was|were|has|have|had|will|would|should|stay\w*|keep\w*)\b")
+_PICTURE = re.compile(r"\b(?:image|images|picture|pictures|photo|photos|pic|shown|attached|provided|uploaded)\b")
+_DETAIL_WH = re.compile(r"^(?:what|which|who|where|in which|at which|on which)\b.*(?<![-\w])(?:exact|exactly|specific|"
+                        r"specifically)(?![-\w])")
+
+
+def detail_question(question: str) -> tuple[str, str] | None:
+    """Whether a question asks if one detail was stated, so that a detail the memory never states makes it
+    unanswerable: ``yesno`` ("Did Julian mention attending an art school in Japan?", "Was sesame used ...?", "Based
+    on the conversation, would the user ...?", "..., what would be the answer?"), ``detail`` (a wh-question for an
+    exact or specific thing: "Which exact brand of sofa did Lin buy?"), with the question's core clause (its
+    lead-in, "Based on the conversation,", cut off); else None — a claim to check against the
+    conversation, a recall of a whole topic, the order of two events, a choice, or a question about a picture,
+    where a missing word says nothing about absence."""
+    lower = question.lower().replace("\u2019", "'").strip()
+    if _NOT_A_DETAIL.search(lower) or _PICTURE.search(lower):
+        return None
+    core = lower
+    for _ in range(2):
+        core = _LEAD_IN.sub("", core)
+    if re.search(r"\bwhat would (?:be )?the answer\b", lower):  # the lead-in is the question
+        return "yesno", lower
+    if _YESNO_AUX.match(core):
+        return "yesno", core
+    if _DETAIL_WH.search(core):
+        return "detail", core
+    return None
+
+
+def speaker_names(question: str) -> frozenset[str]:
+    """The person a question is about, named right after its auxiliary ("Did Julian ...", "Has Lin Wei ...",
+    "Was Lin used to ..."): a user whose chat says "I" rarely writes their own name, so it is never evidence of
+    absence."""
+    text = question.replace("\u2019", "'")
+    out = set()
+    for m in re.finditer(r"\b(?i:did|do|does|is|are|was|were|has|have|had|can|could|would|will|should)\s+"
+                         r"([A-Z][a-z]+(?:'s)?)(?:\s+([A-Z][a-z]+(?:'s)?))?", text):
+        for g in m.groups():
+            if g:
+                out.add(g[:-2].lower() if g.endswith("'s") else g.lower())
+    return frozenset(out)
+

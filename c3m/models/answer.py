@@ -34,7 +34,7 @@ from datetime import datetime
 from ..language.attributes import (_WORDS_OF, ATTRIBUTE_HINTS, CHANGE_CUES, NUMBER_WORDS, STATED_CHANGE, VISUAL,
                                about_clauses, changed_without_value, fold, hypothetical, mentions, values)
 from ..language import spatial
-from ..language.question import Query, analyse
+from ..language.question import Query, analyse, detail_question, speaker_names
 from ..language.timeline import Found, event_time, item_text, owned, subject_chain
 from ..types import Answer, Context, ContextItem, EvidenceForm
 
@@ -80,6 +80,9 @@ CALIBRATION = {
     "order": 0.67,               # before or after: times of the two best-matching turns, 7/10
     "count-events": 0.60,        # how often a change was stated ("almost" left out): 11/18
     "not-in-memory": 0.88,       # P(the question is unanswerable | declined as not in memory): 51/57
+    # a detail question whose focus no round of the context states (``_absent``): P(unanswerable), real dev 84/85
+    "not-in-memory-absent-yesno": 0.98,
+    "not-in-memory-absent-detail": 0.83,  # "which exact / specific ...": 4/4
     "not-sure": 0.45,            # P(the answer's evidence is in the context | not sure): 405/895
 }
 
@@ -147,6 +150,9 @@ class ExtractiveAnswerer:
         q = analyse(question, now)
         if not items:
             return self._not_in_memory(q, context, "nothing in my memory was found for this question")
+        absent = self._absent(q, items, context)
+        if absent is not None:
+            return absent
         for route in (self._beside, self._value, self._choice, self._order, self._date):
             got = route(q, items, context)
             if got is not None:
@@ -336,6 +342,32 @@ class ExtractiveAnswerer:
         return self._answered("date-event", span, item, sentence, context, q)
 
     # -- declines ----------------------------------------------------------------------------------------
+    def _absent(self, q: Query, items, context) -> Answer | None:
+        """"Did Julian mention attending an art school in Japan?", "Was sesame used when making candied fruit?",
+        "Which exact brand of sofa did Lin buy?": a question that asks whether one detail was stated
+        (``detail_question``) is not in memory when a word of its focus appears in no item of the context, or
+        when no single round (a user turn and the reply to it) states at least ``ABSENT_COVER`` of its focus words together (the words are there, but
+        about other things). The focus is the question's content words less its frame ("did ... mention any
+        specific ..."), less the name of the person it is about (the user's chat says "I")."""
+        got = detail_question(q.question)
+        if got is None:
+            return None
+        shape, core = got
+        focus = focus_words(core, speaker_names(q.question))
+        if not focus:
+            return None
+        texts = [_words_of(" ".join(item_text(i) for i in r)) for r in _rounds(items)]
+        every = set().union(*texts) if texts else set()
+        missing = [w for w in focus if not _stated(w, every)]
+        cover = max((sum(_stated(w, t) for w in focus) / len(focus) for t in texts), default=0.0)
+        if missing:
+            why = f"no item of my memory mentions {', '.join(repr(w) for w in missing[:3])}"
+        elif cover < ABSENT_COVER:
+            why = f"no item of my memory states {', '.join(focus)} together"
+        else:
+            return None
+        return self._not_in_memory(q, context, why, route=f"not-in-memory-absent-{shape}")
+
     def _missing(self, q: Query, subject: str, items, context, found=()) -> Answer:
         """No value of the asked attribute was read for the subject: "not in memory" when no item is about the
         subject, or when the items about it neither carry a picture (which may show it) nor use a word for the
@@ -390,15 +422,78 @@ class ExtractiveAnswerer:
             return self._not_in_memory(q, context, "nothing in my memory mentions that")
         return self._not_sure(q, context, best[0], best[1], CALIBRATION["not-sure"])
 
-    def _not_in_memory(self, q: Query, context, why: str) -> Answer:
-        self.last_route, self.last_span = "not-in-memory", None
+    def _not_in_memory(self, q: Query, context, why: str, route: str = "not-in-memory") -> Answer:
+        self.last_route, self.last_span = route, None
         return Answer(f"Not in memory: {why}.", context, self.name, declined=True, refused=True,
-                      confidence=CALIBRATION["not-in-memory"])
+                      confidence=confidence(route))
 
     def _not_sure(self, q: Query, context, item: ContextItem, sentence: str, conf: float) -> Answer:
         self.last_route, self.last_span = "not-sure", None
         return Answer(f"Not sure; the closest evidence: {_shown(item, sentence)} [{_cite(item)}]", context,
                       self.name, cited=(item.node_id,), declined=True, confidence=conf)
+
+
+#: words that frame a detail question without naming its detail ("Based on the conversation, did Julian ever
+#: mention any specific ...?"): never evidence of absence
+_FRAME = _GENERIC | frozenset("""
+based considering consider considered considering mention mentions mentioning discuss discussing talk
+talked ask asking say says state stated ever specific specifically regarding related relate use used using user
+users someone somebody interested answer think thinks thought expect expected happen happened describe described
+describing express expressed explain explained plan planned decide decided want wanted like liked likes let know
+knew make made get got go went come came take took give gave see saw look looked during while since already still
+even really actually each every another such same different well good much many few lot lots time times way ways
+year years day days week weeks month months include includes included including involve involved share tell try
+tried exact
+""".split())
+_TOKEN = re.compile(r"[a-z][a-z'-]*[a-z]|[a-z]")
+#: below this share of a detail question's focus words stated together in one item, the detail is not in memory
+ABSENT_COVER = 0.8
+
+
+def _rounds(items) -> list[list[ContextItem]]:
+    """The context's items grouped into rounds: a user turn with the assistant turn that answers it (the next turn
+    of the same session), so a fact split between a question and its reply is read as stated together."""
+    out: list[list[ContextItem]] = []
+    last = None
+    for item in sorted(items, key=lambda i: (i.provenance.session_id, i.provenance.time, i.provenance.turn_index)):
+        p = item.provenance
+        if (last is not None and item.role != "user" and last.role == "user" and p.session_id ==
+                last.provenance.session_id and p.turn_index == last.provenance.turn_index + 1):
+            out[-1].append(item)
+        else:
+            out.append([item])
+        last = item
+    return out
+
+
+def _words_of(text: str) -> set[str]:
+    words = set()
+    for w in _TOKEN.findall(text.lower().replace("\u2019", "'")):
+        words.add(w[:-2] if w.endswith("'s") else w)
+        if "-" in w:
+            words.update(w.split("-"))
+    return words
+
+
+def focus_words(question: str, skip: frozenset[str] = frozenset()) -> list[str]:
+    """The words that name what a detail question asks about (``_absent``), in order, without repeats; ``skip``:
+    the names of the person it is about."""
+    out = []
+    for w in _TOKEN.findall(question.lower().replace("\u2019", "'")):
+        w = w[:-2] if w.endswith("'s") else w
+        for part in (w.split("-") if "-" in w else [w]):
+            if len(part) >= 3 and part not in _FRAME and part not in skip and part not in out:
+                out.append(part)
+    return out
+
+
+def _stated(word: str, words: set[str]) -> bool:
+    """Whether ``word`` appears among ``words`` up to its ending ("purchasing" ~ "purchase", "dislikes" ~
+    "disliked"); a short word must match whole or with a plural ending."""
+    if len(word) <= 4:
+        return word in words or word + "s" in words or word + "es" in words
+    stem = word[:max(4, len(word) - 3)]
+    return any(w.startswith(stem) for w in words)
 
 
 def _your(q: Query) -> str:
