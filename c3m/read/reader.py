@@ -53,6 +53,7 @@ class IndexSource(Protocol):
     node_keys: Any             # NodeKeys (the Cold-Store channels' keys) or None
 
     def node_vectors(self, nodes) -> np.ndarray: ...
+    def pointer_vectors(self, ids) -> np.ndarray | None: ...
     def text_vectors(self, texts) -> np.ndarray: ...
     def perception(self, nodes) -> dict: ...
     def route_keys(self) -> np.ndarray: ...
@@ -189,7 +190,7 @@ def stage(requests: Sequence[ReadRequest]) -> Staged:
     for i, f in found.items():
         m = requests[i].source
         jobs.append(PoolJob(f.members, m.namespace, Q[i], m.read_cfg, m.store.get_nodes, m.node_vectors,
-                            m.node_keys.id_vectors if m.node_keys is not None else None))
+                            m.node_keys.id_vectors if m.node_keys is not None else m.pointer_vectors))
     pools = dict(zip(found, expand_pools(jobs, device=device)))
     return Staged(Q, keys, out, found, pools, device)
 
