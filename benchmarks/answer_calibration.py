@@ -133,7 +133,9 @@ def score(args) -> None:
                 p["mark_errors"] += len(errs)
                 p["ku_marked"] += cat == "KU" and bool(ctx.chains)
             route = getattr(answerer, "last_route", "?")
-            if route.endswith("(declined)"):  # a span below the bar: would it have been right?
+            if route.startswith("image-id"):  # which photo: right when the photo cited is a gold evidence turn
+                right = bool(set(ans.cited) & set(row["gold_nodes"]))
+            elif route.endswith("(declined)"):  # a span below the bar: would it have been right?
                 right = not ar and token_f1(row["answer"], answerer.last_span) >= 0.5
             elif ans.declined:
                 right = ar if not_in_memory else row["gold_in_context"] and not ar

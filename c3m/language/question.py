@@ -299,3 +299,25 @@ def speaker_names(question: str) -> frozenset[str]:
                 out.add(g[:-2].lower() if g.endswith("'s") else g.lower())
     return frozenset(out)
 
+
+_ASKS_IMAGE = re.compile(r"^(?:please\s+)?(?:help me find\s+|find\s+)?(?:which|what)\s+(?:(?:one|ones|two|three)\s+)?"
+                         r"(?:of (?:the|my|these|those|all the)\s+)?(?:[\w-]+\s+){0,3}?"
+                         r"(?:image|images|picture|pictures|photo|photos|pic|pics)\b(?!\s+(?:is|was|are)\s+(?:of|from)\b)")
+
+
+#: a question that compares with a picture sent along with it, which a memory of the conversation does not hold
+_SEES_QUESTION_IMAGE = re.compile(r"\b(?:this|the attached|my attached|attached|the provided|provided) "
+                                  r"(?:image|picture|photo)\b")
+
+
+def asks_for_image(question: str) -> bool:
+    """Whether the answer is a picture of the conversation itself ("Which image shows a paint brush?", "Which of
+    the pictures uploaded on 2024-07-07 is about the oil painting?", "What images did Julian upload about ...?"),
+    not what a picture shows ("What is the name of the product in the picture?")."""
+    lower = question.lower().replace("\u2019", "'").strip()
+    if _SEES_QUESTION_IMAGE.search(lower) or re.search(r"\b[a-z]?\d+:img_\d+", lower):
+        return False  # needs the picture sent with the question, or names a picture already
+    return bool(_ASKS_IMAGE.search(lower) or re.search(r"\bimage_?ids?\b", lower)
+                or re.search(r"^in which (?:of the )?(?:image|picture|photo)s?\b", lower)
+                or re.search(r"\bsearch for (?:all |the )?(?:image|picture|photo)s? of\b", lower))
+
