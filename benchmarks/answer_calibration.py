@@ -15,7 +15,9 @@ What ``score`` reports, per dataset and category (docs/answerers.md says how to 
 
 - coverage: share of questions answered (not declined); precision among answered: share of answered questions
   judged correct by token F1 >= 0.5 on the answer's ``span`` (its ``text`` when there is none) — AR questions
-  never count as answered-correct (their gold is a refusal);
+  never count as answered-correct (their gold is a refusal); a gold answer that is one image id (``D6:IMG_001``)
+  is judged by the harness's rule instead (``c3m.eval.metrics.image_verdict``: the id the span names, else the
+  first cited node is a gold evidence turn of that session), and so is a declined photo route's pick;
 - AR refusal recall: share of AR questions declined (any decline) and declined as "Not in memory";
 - answerable declined: share of non-AR questions whose gold evidence is in the context that were declined (any,
   and as "Not in memory");
@@ -41,6 +43,7 @@ def build(args) -> None:
     from c3m.config import MemoryConfig
     from c3m.dataset.format import load_dataset
     from c3m.models import Models
+    from c3m.eval.metrics import image_gold_nodes
     from c3m.read.answer_view import with_captions
     from c3m.types import node_id_for
 
@@ -62,6 +65,7 @@ def build(args) -> None:
                 shown = {i.node_id for i in ctx.items}
                 out.append({"history": h.id, "question": q.question, "answer": q.answer, "category": q.category,
                             "qid": q.id, "gold_nodes": sorted(gold), "gold_in_context": bool(gold) and gold <= shown,
+                            "image_nodes": sorted(image_gold_nodes(mem.namespace, q)),
                             "context": ctx, "index_chains": mem.method.update_chains(ctx)})
         print(f"{h.id}: {len(h.sessions)} sessions, {len(qs)} questions, {time.time() - t0:.0f}s", file=sys.stderr)
     with open(args.out, "wb") as f:
@@ -94,7 +98,30 @@ def mark_errors(row, ctx) -> list[str]:
     return errs
 
 
+def image_nodes(row, questions=None) -> frozenset[str]:
+    """The gold evidence nodes of a "which photo" question in the session its gold image id names (the harness's
+    rule, ``c3m.eval.metrics.image_gold_nodes``): stored by ``build``, else read from the dataset's question
+    (``questions``: (history, question id) -> Question) for a cache built before they were stored."""
+    from c3m.eval.metrics import image_gold_nodes
+
+    if "image_nodes" in row:
+        return frozenset(row["image_nodes"])
+    q = (questions or {}).get((row["history"], row["qid"]))
+    return image_gold_nodes(row["history"], q) if q is not None else frozenset()
+
+
+def _questions(data, rows) -> dict:
+    """(history, question id) -> Question of the cache's dataset, when some row lacks ``image_nodes`` (an older
+    cache) and the dataset is still where it was built from."""
+    if all("image_nodes" in r for r in rows) or not Path(data["dataset"]).exists():
+        return {}
+    from c3m.dataset.format import load_dataset
+
+    return {(h.id, q.id): q for h in load_dataset(data["dataset"]) for q in h.questions}
+
+
 def score(args) -> None:
+    from c3m.eval.metrics import image_verdict
     from c3m.models.answer import ExtractiveAnswerer
     from c3m.models.judge import token_f1
 
@@ -104,6 +131,7 @@ def score(args) -> None:
     for path in args.caches:
         data = pickle.load(open(path, "rb"))
         rows = data["rows"]
+        questions = _questions(data, rows)
         per = defaultdict(lambda: defaultdict(float))
         shown = 0
         t0 = time.time()
@@ -113,7 +141,8 @@ def score(args) -> None:
             ar = cat == "AR"
             not_in_memory = ans.declined and ans.text.startswith("Not in memory")
             pred = ans.span if ans.span is not None else ans.text
-            f1 = 0.0 if ar else token_f1(row["answer"], pred)
+            photo = None if ar else image_verdict(row["answer"], pred, ans.cited, image_nodes(row, questions), ans.declined)
+            f1 = 0.0 if ar else float(photo) if photo is not None else token_f1(row["answer"], pred)
             correct = (not ans.declined) and not ar and f1 >= 0.5
             for key in (cat, "all"):
                 p = per[key]
@@ -133,8 +162,10 @@ def score(args) -> None:
                 p["mark_errors"] += len(errs)
                 p["ku_marked"] += cat == "KU" and bool(ctx.chains)
             route = getattr(answerer, "last_route", "?")
-            if route.startswith("image-id"):  # which photo: right when the photo cited is a gold evidence turn
-                right = bool(set(ans.cited) & set(row["gold_nodes"]))
+            would = image_verdict(row["answer"], answerer.last_span, ans.cited, image_nodes(row, questions)) if (
+                route.startswith("image") and not ar) else None
+            if would is not None:  # which photo: the harness's rule (c3m.eval.metrics.image_verdict), as if answered
+                right = would
             elif route.endswith("(declined)"):  # a span below the bar: would it have been right?
                 right = not ar and token_f1(row["answer"], answerer.last_span) >= 0.5
             elif ans.declined:

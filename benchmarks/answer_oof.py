@@ -30,7 +30,8 @@ MARGINS = (1.0, 1.25, 1.5, 2.0, 3.0)
 
 def measure(rows, cover: float, margin: float) -> dict:
     import c3m.models.answer as A
-    from answer_calibration import _answer
+    from answer_calibration import _answer, image_nodes
+    from c3m.eval.metrics import image_verdict
     from c3m.models.judge import token_f1
 
     A.ABSENT_COVER, A.IMAGE_MARGIN = cover, margin
@@ -41,9 +42,11 @@ def measure(rows, cover: float, margin: float) -> dict:
         ar = row["category"] == "AR"
         nim = ans.declined and ans.text.startswith("Not in memory")
         m["n"] += 1
+        said = ans.span or ans.text
+        photo = None if ar else image_verdict(row["answer"], said, ans.cited, image_nodes(row))
         if not ans.declined:
             m["answered"] += 1
-            m["right"] += (not ar) and token_f1(row["answer"], ans.span or ans.text) >= 0.5
+            m["right"] += (not ar) and (photo if photo is not None else token_f1(row["answer"], said) >= 0.5)
         if ar:
             m["ar"] += 1
             m["ar_nim"] += nim
@@ -52,9 +55,10 @@ def measure(rows, cover: float, margin: float) -> dict:
             m["gold_nim"] += nim
             m["gold_declined"] += ans.declined
         route = answerer.last_route
-        if route.startswith("image-id") and not route.startswith("image-id-close"):
+        if route.split(" ")[0] == "image":  # the photo route cleared the margin (answered, or declined below the bar)
             m["img"] += 1
-            m["img_right"] += bool(set(ans.cited) & set(row["gold_nodes"]))
+            m["img_right"] += bool(image_verdict(row["answer"], answerer.last_span, ans.cited,
+                                                 image_nodes(row)))
     return m
 
 
@@ -82,7 +86,13 @@ def main(argv=None) -> None:
     import c3m.models.answer as A
 
     shipped = (A.ABSENT_COVER, A.IMAGE_MARGIN)
-    rows = pickle.load(open(args.cache, "rb"))["rows"]
+    from answer_calibration import _questions, image_nodes
+
+    data = pickle.load(open(args.cache, "rb"))
+    rows = data["rows"]
+    questions = _questions(data, rows)  # an older cache: the photo questions' gold nodes from the dataset
+    for r in rows:
+        r.setdefault("image_nodes", sorted(image_nodes(r, questions)))
     order = list(dict.fromkeys(r["history"] for r in rows))
     half = len(order) // 2
     folds = {"1-5": [r for r in rows if r["history"] in order[:half]],

@@ -35,7 +35,15 @@ shows is read from the stored Raw Node it resolves to, never from the item's own
   normalisation: ``answer_f1`` (token F1) and ``answer_em`` (exact match) of the answer's ``span`` (its ``text``
   when it names none); a declined answer (``Answer.declined``, or a refusal by the judge's lexicon for an answerer
   that does not say) scores 0 on both outside AR. ``answer_correct``: the judge's verdict with ``--judge``, else
-  token F1 >= 0.5 — and on AR, declining. A decline is either a **refusal** ("not in memory": ``Answer.refused``)
+  token F1 >= 0.5 — and on AR, declining. **Which photo**: a gold answer that is one image reference
+  (``<session>:IMG_<n>``, ``image_reference``; Mem-Gallery's "which image shows X?") is scored by what the answer
+  points at, not by its words (a converted chat carries the photo's caption, not its id): when the answer's
+  ``span`` (its ``text`` when it names none) names image ids, it is right iff the one it names is the gold one
+  (``IMG_1`` = ``IMG_001``; naming several is wrong); when it names none, it is right iff its **first cited node** is a gold evidence turn of the session the gold id names
+  (``image_verdict``). A declined answer is wrong whatever it cites. ``answer_f1``, ``answer_em``,
+  ``answer_correct`` (and ``judged_acc`` with ``--judge``: a judge reading words cannot tell which photo a
+  caption is) are all that verdict, 1 or 0. A gold *list* of images ("D8:IMG_001, D8:IMG_002") keeps the token
+  rule. A decline is either a **refusal** ("not in memory": ``Answer.refused``)
   or "not sure" (the evidence is shown, no span of the asked type found); an answerer that does not say which is
   read by the judge's refusal lexicon. From these the report gives **selective accuracy** (``coverage`` = share
   of answerable questions answered rather than declined, ``precision`` = share correct among those answered),
@@ -69,7 +77,9 @@ difference between two methods resamples the *same* histories for both (``paired
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -204,25 +214,72 @@ def score_context(namespace: str, q: Question, ctx: Context, read_seconds: float
                           raw_support_recall=raw_recall)
 
 
-def score_answer(scored: QuestionResult, q: Question, answer, judge=None) -> QuestionResult:
+#: one image of a conversation as a gold answer names it: ``D6:IMG_001`` (session ``D6``, its first photo)
+_IMAGE_REF = re.compile(r"([A-Za-z0-9_-]+):IMG_(\d+)")
+
+
+def image_reference(gold: str) -> tuple[str, int] | None:
+    """(session, number) when the gold answer is exactly one image reference (``D6:IMG_001``; a trailing full stop
+    allowed), else None: a list of images or any other answer is not one."""
+    m = _IMAGE_REF.fullmatch(gold.strip().rstrip("."))
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def image_gold_nodes(namespace: str, q: Question) -> frozenset[str]:
+    """The node ids of ``q``'s gold evidence turns in the session its image answer names (empty when the gold is
+    not one image reference)."""
+    ref = image_reference(q.answer)
+    if ref is None:
+        return frozenset()
+    return frozenset(node_id_for(namespace, e.session, e.turn) for e in q.evidence if e.session == ref[0])
+
+
+def image_verdict(gold: str, said: str | None, cited: Sequence[str], gold_nodes: Iterable[str],
+                  declined: bool = False) -> bool | None:
+    """Whether an answer to a "which photo" question is right (module docstring), None when ``gold`` is not one
+    image reference (the token rule applies). ``gold_nodes``: the gold evidence turns' node ids in the gold id's
+    session (``image_gold_nodes``). ``said``: the answer's span, else its text. An id it names decides (a wrong id
+    is wrong whatever is cited); with none, the first cited node does; a decline is wrong."""
+    ref = image_reference(gold)
+    if ref is None:
+        return None
+    if declined:
+        return False
+    named = {(s, int(k)) for s, k in _IMAGE_REF.findall(said or "")}
+    if named:
+        return named == {ref}
+    return bool(cited) and cited[0] in set(gold_nodes)
+
+
+def score_answer(scored: QuestionResult, q: Question, answer, judge=None, read: Context | None = None) -> QuestionResult:
     """``scored`` with the answer's metrics (module docstring): ``answer`` carries ``text``, ``declined``, ``span``,
-    ``confidence`` (``c3m.eval.sandbox.AnswerRecord``). A context that violated the budget scores 0."""
+    ``confidence`` and ``cited`` (``c3m.eval.sandbox.AnswerRecord``). A context that violated the budget scores 0.
+    A gold answer that is one image reference is scored by the photo the answer points at (``image_verdict``);
+    given ``read`` (the context the answerer read), a cited node that is not one of its items points at nothing."""
     from ..models.judge import exact_match, is_refusal, token_f1
 
     said_so = bool(answer.declined)  # an answerer that says; else the judge's refusal lexicon
     declined = said_so or is_refusal(answer.text)
     refused = bool(answer.refused) if said_so else declined
     said = answer.span if answer.span else answer.text
+    cited = tuple(getattr(answer, "cited", ()) or ())
+    if read is not None and cited and cited[0] not in {i.node_id for i in read.items}:
+        cited = ()  # the answer points at a node it was not shown
+    photo = None if q.category == "AR" else image_verdict(q.answer, said, cited, image_gold_nodes(scored.namespace, q),
+                                                          declined)
+    judged = None
     if q.category == "AR":
         f1 = em = None
         correct = float(declined)
+    elif photo is not None:  # which photo: what the answer points at, not its words
+        f1 = em = correct = float(photo)
     else:
         f1 = 0.0 if declined else token_f1(q.answer, said)
         em = 0.0 if declined else float(exact_match(q.answer, said))
         correct = float(f1 >= 0.5)
-    judged = None
     if judge is not None:
-        judged = float(judge.judge(q.question, q.answer, answer.text, q.category).correct)
+        judged = correct if photo is not None else float(judge.judge(q.question, q.answer, answer.text,
+                                                                     q.category).correct)
         correct = judged
     if scored.violation:  # a context that broke the budget earns nothing, as in score_context
         zero = lambda v: None if v is None else 0.0  # noqa: E731
