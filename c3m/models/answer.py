@@ -1,4 +1,4 @@
-"""``extractive`` answerer (``extractive-v3``): an offline, model-free answerer that is honest by design.
+"""``extractive`` answerer (``extractive-v4``): an offline, model-free answerer that is honest by design.
 
 It answers only what it can read off the evidence, and says so when it cannot:
 
@@ -25,7 +25,10 @@ It answers only what it can read off the evidence, and says so when it cannot:
 
 Which photo of the conversation shows a thing (``_image``) and on which day an event happened (``_date``) are
 read from the round (a user turn and the reply to it) that best covers the question's focus, IDF-weighted over the
-context; a photo is named ``<session>:IMG_<k>`` only when its number is known.
+context. "Which picture showed the paint brush?" is answered with the photo itself when one photo clearly fits
+best: the turn that shared it is cited, ``span`` names it (a stored image's ``sha256:<hex>``; in a converted chat
+that kept only a ``[shared a photo: <caption>]`` mark, its ``<session>:IMG_<k>`` id when its number is known, else
+``the photo of <session> turn <t>``) and the text says when it was shared and what it shows.
 
 Each answer carries ``confidence``: P(correct) for the route that produced it (``CALIBRATION``), fitted on dev
 data (the real Mem-Gallery dev dialogs and the synthetic dev split) with ``benchmarks/answer_calibration.py
@@ -47,7 +50,7 @@ from ..language.when import question_windows
 from ..language.timeline import Found, event_time, item_text, owned, subject_chain
 from ..types import Answer, Context, ContextItem, EvidenceForm
 
-VERSION = "extractive-v3"
+VERSION = "extractive-v4"  # v4: "which photo" answered with the photo (cited), not declined
 _WORD = re.compile(r"[a-z0-9]+")
 #: the stating turn itself says it changed ("I moved my bowl to the kitchen", "a new colour: pink")
 _CHANGED = re.compile(r"\b(re\w+ed|changed|now|switched|swapped|moved|shifted|became|new colou?r|new coat|"
@@ -152,7 +155,7 @@ def _cite(item: ContextItem) -> str:
 
 
 class ExtractiveAnswerer:
-    """``extractive-v3`` (module docstring). ``last_route`` / ``last_span`` name how the latest answer was made
+    """``extractive-v4`` (module docstring). ``last_route`` / ``last_span`` name how the latest answer was made
     (for ``benchmarks/answer_calibration.py``; not part of the answer)."""
 
     name = "extractive"
