@@ -207,8 +207,11 @@ def test_asks_for_images_shapes():
         assert asks_for_images(q), q
     for q in ("Which image shows a paint brush?", "Which of the pictures shown is about the oil painting?",
               "In which of the images that the user looked at is the necklace planned as a gift?",
-              "Which of the images shared in the conversation corresponds to the test ride?"):
+              "Which of the images shared in the conversation corresponds to the test ride?",
+              "Among the pictures shared in March, which one is about the cast iron pot?"):
         assert not asks_for_images(q), q
+    ans = ask("Among the pictures shared in March, which one is about the cast iron pot?")
+    assert ans.cited == ("n-D1-4",) and not ans.declined, ans.text
 
 
 def test_asks_for_image_shapes():

@@ -312,14 +312,16 @@ _SEES_QUESTION_IMAGE = re.compile(r"\b(?:this|the attached|my attached|attached|
 
 def asks_for_image(question: str) -> bool:
     """Whether the answer is a picture of the conversation itself ("Which image shows a paint brush?", "Which of
-    the pictures uploaded on 2024-07-07 is about the oil painting?", "What images did Julian upload about ...?"),
+    the pictures uploaded on 2024-07-07 is about the oil painting?", "What images did Julian upload about ...?",
+    "Among the pictures in early September, which one is related to Chinese art?"),
     not what a picture shows ("What is the name of the product in the picture?")."""
     lower = question.lower().replace("\u2019", "'").strip()
     if _SEES_QUESTION_IMAGE.search(lower) or re.search(r"\b[a-z]?\d+:img_\d+", lower):
         return False  # needs the picture sent with the question, or names a picture already
     return bool(_ASKS_IMAGE.search(lower) or re.search(r"\bimage_?ids?\b", lower)
                 or re.search(r"^in which (?:of the )?(?:image|picture|photo)s?\b", lower)
-                or re.search(r"\bsearch for (?:all |the )?(?:image|picture|photo)s? of\b", lower))
+                or re.search(r"\bsearch for (?:all |the )?(?:image|picture|photo)s? of\b", lower)
+                or re.search(r"^among the (?:image|picture|photo)s?\b[^?]*\bwhich one\b", lower))
 
 
 
@@ -336,11 +338,11 @@ def asks_for_images(question: str) -> bool:
     ("Which images did Leo upload about Taylor Swift?", "What two images are related to the door lock?", "Which of
     the images from early January are related to the air conditioner?"), so that naming one photo would answer
     only part of it. "Which of the pictures shown is about the oil painting?" (a singular verb after the
-    partitive) and "Which image shows ...?" ask for one. The plural noun is the cue; on the real dev dialogs every
+    partitive), "Among the pictures ..., which one ...?" and "Which image shows ...?" ask for one. The plural noun is the cue; on the real dev dialogs every
     question it marks but one has a list of images as its gold answer."""
     lower = question.lower().replace("\u2019", "'").strip()
     if _SEVERAL_COUNT.search(lower):
         return True
     if not re.search(r"\b(?:images|pictures|photos|pics)\b", lower):
         return False
-    return not _ONE_OF.search(lower)
+    return not (_ONE_OF.search(lower) or re.search(r"\bwhich one\b", lower))
