@@ -78,6 +78,8 @@ class C3MConfig(PipelineConfig):
     entry_boost: float = 0.3
     lam: float = 0.05
     spill_reach: float = 0.5       # ρ: a spill's share of the question keys' spilled mentions in s(q, e) (read.bmer)
+    pool_share: float = 0.1        # the index pool keeps max(pool, ⌈share · expanded⌉) nodes (read.bmer.pool_size)
+    pool_max: int = 192            # ... and at most this many
     # read: the channels and the reranker (c3m.read.pipeline; cold, cold_k, window_k, rounds, pool, length_price,
     # channels and features are PipelineConfig's)
     reranker: str = "auto"         # auto | lgbm | lgbm:PATH | rrf | bmer (the reader before reranking: BMER order)
@@ -133,7 +135,7 @@ class C3MConfig(PipelineConfig):
         extra_columns((), self.features)
         for k in ("candidates", "entries_k", "pool", "k_exp", "k_edge", "unit_tokens", "summary_tokens", "threshold",
                   "lam_tokens", "gamma", "lam", "spill_reach", "capacity_room", "cold_k", "window_k", "length_price",
-                  "rerank_lam"):
+                  "rerank_lam", "pool_share", "pool_max"):
             if getattr(self, k) < 0:
                 raise InvalidInput(f"method_options.{k}", f"must be >= 0, got {getattr(self, k)}", fix=f"{k} = 0 or more")
 
@@ -160,7 +162,8 @@ class C3MConfig(PipelineConfig):
 #: the C3M paper as written (C3M §2–3): one incoming entry per session, vector-only RAMU candidates, BMER over
 #: raw text and the original images, no anchor graph
 PAPER = C3MConfig(unit_tokens=10**9, entity_candidates=False, lexical=0.0, reader="c3m", expansion=False, cold=False,
-                  reranker="bmer", spill_reach=0.0, spill_homes=False, capacity_dedupe=False, capacity_room=3.0)
+                  reranker="bmer", spill_reach=0.0, spill_homes=False, capacity_dedupe=False, capacity_room=3.0,
+                  pool_share=0.0)
 
 
 def visual_keys(anchors) -> set[str]:
@@ -187,7 +190,8 @@ class C3M(MemoryMethod):
     paper = "C3M + HiVe-Mem reader (this project)"
 
     preset: C3MConfig = C3MConfig()
-    read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "spill_reach", "reader",
+    read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "spill_reach", "pool_share",
+                              "pool_max", "reader",
                               "expansion",
                               "expansion_pages",
                               "k_exp", "k_edge", "visual_anchors", "idf", "forms", "selector", "threshold",
