@@ -227,7 +227,7 @@ def _score(read: dict, *, searches_cold_store: bool, cold: ColdStore, namespace:
         if check is not None:
             scored = replace(scored, evidence_acc=0.0 if scored.violation else check(q, ctx))
         if rec.answer is not None:
-            scored = replace(score_answer(scored, q, rec.answer, judge),
+            scored = replace(score_answer(scored, q, rec.answer, judge, read=shown),
                              mark_error=None if scored.violation else mark_errors(namespace, q, shown))
             if chains is not None and not scored.violation:
                 named, wrong = chains(q, shown)

@@ -250,7 +250,8 @@ def answers_markdown(metrics: dict) -> list[str]:
         return []
     return ["## Answers (the configured answerer on each context; Overall = IE/MSR/TR/KU) ×100", "",
             "Coverage = answerable questions answered rather than declined; precision = correct among those answered "
-            "(the judge's verdict with --judge, else token F1 >= 0.5); refusal recall on AR, and on every question "
+            "(the judge's verdict with --judge, else token F1 >= 0.5; a gold answer that is one image id is correct when the "
+            "answer names that id or its first cited node is a gold evidence turn of that session); refusal recall on AR, and on every question "
             "that should be declined (AR, or its gold evidence not all in the context), a refusal being \"not in memory\"; refusal precision = "
             "refusals that should have been; refused / not sure with evidence = answerable questions with all gold "
             "evidence in the context refused or left \"not sure\" anyway; mark errors = KU questions whose gold evidence the answerer read marked "

