@@ -201,7 +201,8 @@ def rerank(gathered: Sequence[Gathered], reranker) -> list[np.ndarray]:
 
 def ranked(g: Gathered, scores: np.ndarray, pool: int, length_price: float = 0.0) -> list[tuple[Signals, float]]:
     """The best ``pool`` candidates with a relevance for composition: 1 for the first, falling linearly by rank
-    (the solver's values then follow this order; ties by the earlier turn).
+    (ties by the earlier turn). Composition mixes this rank relevance half and half with the node's own cosine
+    (``ComposeConfig.node_weight``), so the solver's values lean on this order without following it exactly.
 
     The order is the reranker's score, standardised over the question's candidates (so the price means the same for
     any model), minus ``length_price`` · log(1 + characters / 4) (≈ tokens): of two turns the model scores alike,
