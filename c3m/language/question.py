@@ -14,6 +14,9 @@ about the same thing:
   live?"), or None; ``names``: capitalised names in the question ("Chapel Hill", "Biscuit");
 - ``owner``: whose the subject is when the question says so ("my sister's bike"); a subject with no owner is the
   user's, and a clause about someone else's ("Anna's bike", "her bike") is not about it;
+- ``change``: a change is asked ("Which new colour did I give ...", "Where did I shift ... to?"); ``by_user``: the
+  question says the user made it ("did I give / shift / repaint / change ..." before the subject,
+  ``changed_by_user``), so the thing is one the user would have told about even when it is "the X";
 - ``intent``: ``now`` | ``past`` | ``when`` | "" (``temporal_intent``); ``before``: a date the question bounds
   the answer by ("Before 17 June 2024, ..."), resolved against ``now`` by ``c3m.language.when``.
 
@@ -85,6 +88,10 @@ class Query:
     change: bool = False
     #: the subject was named as someone's ("my bike", "your cat", "my sister's bike"), not just "the X"
     possessed: bool = False
+    #: the question says the user made the asked change to the subject ("Which new colour did I give the speaker in
+    #: the balcony?", "Where did I shift the fan to?"): what the user did to a thing, the user's own turns would
+    #: have said, as for "my X" (``changed_by_user``)
+    by_user: bool = False
 
 
 def _attribute(lower: str, words: list[str]) -> str | None:
@@ -114,6 +121,25 @@ def _attribute(lower: str, words: list[str]) -> str | None:
             and words[:1] in (["which"], ["what"]):
         return "place"
     return None
+
+
+#: "did I / have we <verb>": the user as the one who acted; the verbs that make a change to a thing (not the ones that
+#: show, say or notice it: "Which new colour did I see on the bike?" is about what someone else may have done)
+_USER_ACTED = re.compile(r"\b(?:did|do|have|had)\s+(?:i|we)\s+(?:\w+ly\s+)?(?:give|gave|shift\w*|move[ds]?|moving|"
+                         r"relocat\w*|put|repaint\w*|paint\w*|recolou?r\w*|respray\w*|dye[ds]?|renam\w*|chang\w*|"
+                         r"switch\w*|swap\w*|turn\w*|redo|redid|make|made)\b")
+
+
+def changed_by_user(lower: str, subject: str | None, change: bool) -> bool:
+    """Whether a change question says the user made the change to its subject: "Which new colour did I give the
+    speaker in the balcony?", "Where did I shift the toolbox in the attic to?", "What did I change the colour of
+    the kettle to?" (the subject named after the verb). Then the thing need not be called "my X" to be one the
+    user would have told about: if no turn says it changed, the change is not in memory. A passive question
+    ("Which room was the fan relocated to?") does not say who moved it, and is not one."""
+    if not change or not subject or subject == "i":
+        return False
+    m = _USER_ACTED.search(lower)
+    return bool(m) and re.search(rf"\b{re.escape(subject)}s?\b", lower[m.end():]) is not None
 
 
 def _subject(words: list[str], lower_words: list[str]) -> tuple[str | None, str | None]:
@@ -245,7 +271,8 @@ def analyse(question: str, now: datetime | None = None) -> Query:
         rf"\b(my|your|our)\s+(?:[\w-]+'s\s+)?(?:[\w-]+\s+){{0,2}}{re.escape(subject)}", lower)
         or re.search(r"\b(do|did|does) (i|we) (have|own|keep)\b", lower))
     return Query(question, kind, attribute, subject, names, intent, choices, before,
-                 frozenset(fold(w) for w in words), owner, qualifier, change, possessed)
+                 frozenset(fold(w) for w in words), owner, qualifier, change, possessed,
+                 changed_by_user(lower, subject, change))
 
 
 #: lead-in clauses that frame a question without changing what it asks ("Based on the conversation, would ...")

@@ -1,0 +1,109 @@
+""""Not in memory" for a change that never happened to the thing asked about (#42), on a hand-written household.
+
+Two near-identical lamps (one in the hall, one in the study) and two toolboxes (one in the shed, one in the
+garage): the study lamp got a new colour and the garage toolbox was moved, their twins never were. A question in
+which the user says *they* changed "the X in the Y" ("Which new colour did I give the lamp in the hall?") is about
+a thing the user would have told about, like "my X": when no turn says it changed, the change is not in memory —
+and the twin's change is not it. A change stated only in a photo ("Gave my kettle a new colour, what do you
+think?") is a change whose value this text reader cannot see: "Not sure", never "Not in memory".
+
+Written for this test, not drawn from any dataset.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from c3m.language.question import analyse
+from c3m.language.timeline import annotate
+from c3m.models import ExtractiveAnswerer
+from c3m.models.answer import CALIBRATION
+from c3m.types import BudgetUse, Context, ContextItem, EvidenceForm, ImageRef, Provenance, ReaderBudget, RouteTrace
+
+PHOTO = ImageRef("cd" * 32, "image/jpeg", 64, 48, 1000)
+
+#: (day in March 2026, text, has a photo)
+TURNS = [
+    (2, "Brought home a lamp today; its place is the hall.", False),
+    (3, "Funny, there's a second lamp almost identical to mine, kept in the study.", False),
+    (5, "I bought a red kettle for the office.", False),
+    (7, "Got a toolbox for the shed, and an identical one lives in the garage.", False),
+    (9, "Gave the lamp in the study a new colour: teal.", False),
+    (11, "I almost gave the lamp in the hall a new colour, but decided against it.", False),
+    (12, "I moved the toolbox in the garage to the attic.", False),
+    (14, "The lamp in the hall once more, unchanged.", False),
+    (15, "I nearly shifted the toolbox in the shed, then left it alone.", False),
+    (16, "Gave my kettle a new colour, what do you think?", True),
+    (18, "Wiped the toolbox in the shed and the lamp in the hall.", False),
+]
+
+
+def household(question: str) -> Context:
+    items = []
+    for k, (day, text, photo) in enumerate(TURNS):
+        prov = Provenance("me", f"s{k}", 0, datetime(2026, 3, day, 18, 0))
+        items.append(ContextItem(f"n-{k}", prov, "user", EvidenceForm.RAW_TEXT, text, (PHOTO,) if photo else (), 1.0,
+                                 len(text.split())))
+    return Context(question, tuple(items), BudgetUse(), ReaderBudget(), RouteTrace("household"))
+
+
+def ask(question: str):
+    return ExtractiveAnswerer().answer(question, annotate(household(question)))
+
+
+@pytest.mark.parametrize("question", [
+    "Which new colour did I give the lamp in the hall?",
+    "What colour did I repaint the lamp in the hall?",
+    "What did I change the colour of the lamp in the hall to?",
+    "Where did I shift the toolbox in the shed to?",
+    "Which room did I move the toolbox in the shed to?",
+])
+def test_a_change_the_user_never_made_is_not_in_memory(question):
+    answer = ask(question)
+    assert answer.declined and answer.refused, answer.text
+    assert answer.text.startswith("Not in memory"), answer.text
+    # it names the thing as asked, not as "your lamp"
+    assert "in the hall" in answer.text or "in the shed" in answer.text, answer.text
+    assert answer.confidence == CALIBRATION["not-in-memory-no-change"]
+
+
+@pytest.mark.parametrize("question,span", [
+    ("Which new colour did I give the lamp in the study?", "teal"),
+    ("Where did I move the toolbox in the garage to?", "attic"),
+])
+def test_the_twin_that_changed_is_answered(question, span):
+    answer = ask(question)
+    assert not answer.declined, answer.text
+    assert answer.span == span, answer.text
+
+
+def test_a_change_only_a_photo_shows_is_not_refused():
+    # the kettle's first colour is stated; a later turn says it got a new one, which only its photo shows
+    answer = ask("Which new colour did I give my kettle?")
+    assert answer.declined and not answer.refused, answer.text
+    assert answer.text.startswith("Not sure"), answer.text
+    assert answer.cited == ("n-9",)
+
+
+@pytest.mark.parametrize("question", [
+    "What colour is the lamp in the hall?",            # no change asked: which of the words say it is unsure
+    "Which new colour did the lamp in the hall get?",  # a change, but the question does not say the user made it
+])
+def test_the_x_without_the_user_acting_is_not_refused(question):
+    answer = ask(question)
+    assert not answer.refused, answer.text
+
+
+@pytest.mark.parametrize("question,by_user", [
+    ("Which new colour did I give the speaker in the balcony?", True),
+    ("Where did I shift the fan in the study to?", True),
+    ("What did I change the colour of the kettle to?", True),
+    ("Where did we finally move the piano to?", True),
+    ("Which room was the fan relocated to?", False),   # passive: who moved it is not said
+    ("Which new colour did I see on the bike?", False),  # seeing is no change made
+    ("What colour is the fan now?", False),             # no change asked
+    ("Where did I move to?", False),                     # the user, not a thing
+])
+def test_by_user(question, by_user):
+    assert analyse(question).by_user is by_user
