@@ -107,3 +107,22 @@ def test_the_x_without_the_user_acting_is_not_refused(question):
 ])
 def test_by_user(question, by_user):
     assert analyse(question).by_user is by_user
+
+
+@pytest.mark.parametrize("question,subject,change", [
+    ("Which room was the fan relocated to?", "fan", True),  # the participle is not the thing asked about
+    ("What colour was my bike painted?", "bike", False),
+    ("Where is the fan kept?", "fan", False),
+    ("What colour is the painted fence?", "fence", False),   # before the noun it stays an adjective
+    ("Where is my flower bed?", "bed", False),
+])
+def test_a_participle_after_the_noun_is_not_the_subject(question, subject, change):
+    q = analyse(question)
+    assert (q.subject, q.change) == (subject, change)
+
+
+def test_a_passive_move_of_my_thing_never_stated_is_not_in_memory():
+    # "my X": the user's own, whoever moved it; no turn says the kettle was moved
+    answer = ask("Which room was my kettle relocated to?")
+    assert answer.refused and answer.text.startswith("Not in memory"), answer.text
+    assert "your kettle was moved" in answer.text, answer.text

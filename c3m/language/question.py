@@ -42,6 +42,12 @@ with about as into onto over under how many much why called named after before s
 but now currently originally first still ever right left above below behind beside near next get got go went
 """.split())
 _DETERMINERS = frozenset("my our your the his her their its".split())
+#: a participle after the noun ends its phrase ("Which room was the fan relocated to?", "What colour was my bike
+#: painted?"): the thing is the noun before it ("the painted fence" keeps its head, the participle comes first)
+_PARTICIPLES = frozenset("""
+moved shifted relocated painted repainted resprayed recoloured recolored dyed renamed kept stored placed put sold
+bought given fixed repaired changed swapped replaced switched left taken found lost broken stolen made built
+""".split())
 #: nouns that are never the subject: the attribute words themselves and generic question nouns
 _NOT_SUBJECT = frozenset(ATTRIBUTE_NOUNS | frozenset("""
 time day date kind type sort thing things way one ones number amount lot conversation conversations chat chats
@@ -157,7 +163,7 @@ def _subject(words: list[str], lower_words: list[str]) -> tuple[str | None, str 
             continue
         phrase = []
         for w2, raw in zip(lower_words[k + 1:], words[k + 1:]):
-            if w2 in _NP_STOP or w2 in _DETERMINERS:
+            if w2 in _NP_STOP or w2 in _DETERMINERS or phrase and w2 in _PARTICIPLES:
                 break
             if raw[:1].isupper() and phrase and phrase[-1] in _PERSON_WORDS:
                 return fold(w2[:-2] if w2.endswith("'s") else w2), None  # "my sister Kwame('s)": the person
@@ -263,7 +269,7 @@ def analyse(question: str, now: datetime | None = None) -> Query:
         m = re.search(rf"\b{re.escape(subject)}s?\s+(?:in|on|at)\s+(?:the|my|our)\s+((?:living |dining |spare )?[a-z]+)",
                       lower)
         qualifier = m.group(1) if m else None
-    change = bool(re.search(r"\b(new|shift|shifted|move|moved|repaint\w*|renam\w*|change[ds]?|switch\w*|respray\w*)\b",
+    change = bool(re.search(r"\b(new|shift|shifted|move|moved|relocat\w*|repaint\w*|renam\w*|change[ds]?|switch\w*|respray\w*)\b",
                             lower)) and kind in ("attr", "place", "name")
     if owner in ("user", "assistant", "i"):
         owner = None  # "the user's bike" is the user's own: the turns say "my bike"
