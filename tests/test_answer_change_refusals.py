@@ -5,7 +5,8 @@ garage): the study lamp got a new colour and the garage toolbox was moved, their
 which the user says *they* changed "the X in the Y" ("Which new colour did I give the lamp in the hall?") is about
 a thing the user would have told about, like "my X": when no turn says it changed, the change is not in memory —
 and the twin's change is not it. A change stated only in a photo ("Gave my kettle a new colour, what do you
-think?") is a change whose value this text reader cannot see: "Not sure", never "Not in memory".
+think?") is a change whose value this text reader cannot see: "Not sure", never "Not in memory". And a twin placed
+elsewhere without a move ("there's a second lamp ..., kept in the study") is not where "the lamp in the hall" went.
 
 Written for this test, not drawn from any dataset.
 """
@@ -126,3 +127,35 @@ def test_a_passive_move_of_my_thing_never_stated_is_not_in_memory():
     answer = ask("Which room was my kettle relocated to?")
     assert answer.refused and answer.text.startswith("Not in memory"), answer.text
     assert "your kettle was moved" in answer.text, answer.text
+
+
+#: two lamps told apart only by their rooms; the second is introduced by where it is kept, not by a move
+TWINS = [
+    (2, "Brought home a lamp today; its place is the hall.", False),
+    (3, "Funny, there's a second lamp almost identical to mine, kept in the study.", False),
+    (4, "The lamp in the hall once more, unchanged.", False),
+]
+
+
+def ask_twins(question: str, extra=()):
+    turns = TWINS + list(extra)
+    items = []
+    for k, (day, text, _) in enumerate(turns):
+        prov = Provenance("me", f"t{k}", 0, datetime(2026, 4, day, 18, 0))
+        items.append(ContextItem(f"t-{k}", prov, "user", EvidenceForm.RAW_TEXT, text, (), 1.0, len(text.split())))
+    ctx = Context(question, tuple(items), BudgetUse(), ReaderBudget(), RouteTrace("twins"))
+    return ExtractiveAnswerer().answer(question, annotate(ctx))
+
+
+@pytest.mark.parametrize("question,wrong", [
+    ("Which room is the lamp in the hall in now?", "study"),  # the twin's room is not where this lamp went
+    ("Where is the lamp in the study now?", "hall"),          # nor is the first lamp's
+])
+def test_a_twin_placed_elsewhere_is_not_the_asked_one(question, wrong):
+    answer = ask_twins(question)
+    assert answer.span != wrong and not answer.refused, answer.text
+
+
+def test_a_stated_move_of_the_asked_twin_is_read():
+    answer = ask_twins("Where is the lamp in the study now?", [(6, "I moved the lamp in the study to the attic.", False)])
+    assert answer.span == "attic", answer.text

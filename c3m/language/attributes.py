@@ -276,6 +276,9 @@ def _place_values(clause: str, terms: tuple[str, ...], subject: str | None, qual
         return out
     low = [t.lower() for t in _tokens(clause)]
     subj = set(_subject_positions(clause, terms)) if terms else set()
+    # "the fan in the kitchen" is told apart from its twins by where it is: a clause that places a fan elsewhere
+    # without saying it moved ("there's a second fan ..., kept in the attic") is about another fan
+    moved = bool(out) or bool(STATED_CHANGE["place"].search(clause))
     for k, t in enumerate(low):
         if t in PLACE_WORDS and k >= 1 and (low[k - 1] in ("the", "my", "our") or low[k - 1] in ("living", "dining")):
             j = k - 1
@@ -288,6 +291,8 @@ def _place_values(clause: str, terms: tuple[str, ...], subject: str | None, qual
                 attached = any(p < j and all(w in _DETS for w in low[p + 1:j]) for p in subj)
                 if qualifier and (qualifier.split()[-1] == t or attached):
                     continue  # "the fan in the kitchen" names which fan, not where the asked one went
+                if qualifier and not moved:
+                    continue  # another fan: placed elsewhere, never moved there
                 out.append(word)
     if terms and _subject_positions(clause, terms):  # "the jar is left of the shelf" (a picture's caption)
         for m in _RELATIVE.finditer(clause.lower()):
