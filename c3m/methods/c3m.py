@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -78,6 +78,10 @@ class C3MConfig(PipelineConfig):
     entry_boost: float = 0.3
     lam: float = 0.05
     spill_reach: float = 0.5       # ρ: a spill's share of the question keys' spilled mentions in s(q, e) (read.bmer)
+    #: μ: a page's share of the index's support in page routing (read.bmer), for a reader that sees only the index
+    #: (cold=false): a spill holding most of a long history is then read unless the question clearly points
+    #: elsewhere. The full reader reaches the Cold Store through its channels and routes by relevance alone.
+    bounded_page_mass: float = 0.2
     pool_share: float = 0.1        # the index pool keeps max(pool, ⌈share · expanded⌉) nodes (read.bmer.pool_size)
     pool_max: int = 192            # ... and at most this many
     # read: the channels and the reranker (c3m.read.pipeline; cold, cold_k, window_k, rounds, pool, length_price,
@@ -135,12 +139,13 @@ class C3MConfig(PipelineConfig):
         extra_columns((), self.features)
         for k in ("candidates", "entries_k", "pool", "k_exp", "k_edge", "unit_tokens", "summary_tokens", "threshold",
                   "lam_tokens", "gamma", "lam", "spill_reach", "capacity_room", "cold_k", "window_k", "length_price",
-                  "rerank_lam", "pool_share", "pool_max"):
+                  "rerank_lam", "pool_share", "pool_max", "bounded_page_mass"):
             if getattr(self, k) < 0:
                 raise InvalidInput(f"method_options.{k}", f"must be >= 0, got {getattr(self, k)}", fix=f"{k} = 0 or more")
 
     def bmer(self) -> BmerConfig:
-        return BmerConfig(**{f.name: getattr(self, f.name) for f in fields(BmerConfig)})
+        cfg = BmerConfig(**{f.name: getattr(self, f.name) for f in fields(BmerConfig) if f.name != "page_mass"})
+        return replace(cfg, page_mass=0.0 if self.reranked and self.cold else self.bounded_page_mass)
 
     @property
     def reranked(self) -> bool:
@@ -163,7 +168,7 @@ class C3MConfig(PipelineConfig):
 #: raw text and the original images, no anchor graph
 PAPER = C3MConfig(unit_tokens=10**9, entity_candidates=False, lexical=0.0, reader="c3m", expansion=False, cold=False,
                   reranker="bmer", spill_reach=0.0, spill_homes=False, capacity_dedupe=False, capacity_room=3.0,
-                  pool_share=0.0)
+                  pool_share=0.0, bounded_page_mass=0.0)
 
 
 def visual_keys(anchors) -> set[str]:
@@ -190,8 +195,8 @@ class C3M(MemoryMethod):
     paper = "C3M + HiVe-Mem reader (this project)"
 
     preset: C3MConfig = C3MConfig()
-    read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "spill_reach", "pool_share",
-                              "pool_max", "reader",
+    read_options = frozenset({"gamma", "entries_k", "lexical", "entry_boost", "lam", "spill_reach",
+                              "bounded_page_mass", "pool_share", "pool_max", "reader",
                               "expansion",
                               "expansion_pages",
                               "k_exp", "k_edge", "visual_anchors", "idf", "forms", "selector", "threshold",
