@@ -189,7 +189,8 @@ def found_values(q: Query, items: Sequence[ContextItem]) -> tuple[list[Found], t
                 continue
             vals = _stated(q, subject, aliases, caption_phrase(item_text(item), q.attribute))
             words = " ".join(t for _, t in said)
-            if not vals or words and (_UNCHANGED.search(words) or hypothetical(words)
+            # a caption whose turn's words are not in the context cannot tell "the fan in the study" from its twin
+            if not vals or (not words and q.qualifier) or words and (_UNCHANGED.search(words) or hypothetical(words)
                                       or not about_clauses(words, subject, aliases, q.owner, q.qualifier)):
                 continue
             if trust is None:
