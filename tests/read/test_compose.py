@@ -560,3 +560,18 @@ def test_untrained_mlp_selector_is_seeded_and_named():
     for pa, pb in zip(a.net.parameters(), b.net.parameters()):
         assert (pa == pb).all()
     assert any((pa != pc).any() for pa, pc in zip(a.net.parameters(), make_selector("mlp-init:1", dim=8).net.parameters()))
+
+
+@pytest.mark.parametrize("question", ["What brand is my trunk?", "What plate number does my motorbike have?",
+                                      "What does the sign above the bakery say?", "Which logo is on my mug?"])
+def test_a_question_about_writing_a_photo_shows_offers_the_image(question):
+    """A photo turn whose words only name the thing ("Here's my trunk") holds its brand, number plate or sign in the
+    image alone: the rule offers the raw image as for an appearance question (#43: on photo dev 48K the IE answers
+    were visible in half of c3m's contexts without this)."""
+    w = World()
+    i_img = img("s5-img")
+    photo = w.add(node("s5", 0, "Here's my trunk, just bought it.", (i_img,)))
+    p = RuleSelector().probabilities(question, qvec(question), [Candidate("photo", (photo,), 0.5)])[0]
+    text_only = RuleSelector().probabilities("Where do I keep my trunk?", qvec("x"), [Candidate("photo", (photo,), 0.5)])[0]
+    raw_image = FORM_NAMES.index("raw_image")
+    assert p[raw_image] == 0.7 and text_only[raw_image] == 0.1
