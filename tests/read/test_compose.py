@@ -575,3 +575,18 @@ def test_a_question_about_writing_a_photo_shows_offers_the_image(question):
     text_only = RuleSelector().probabilities("Where do I keep my trunk?", qvec("x"), [Candidate("photo", (photo,), 0.5)])[0]
     raw_image = FORM_NAMES.index("raw_image")
     assert p[raw_image] == 0.7 and text_only[raw_image] == 0.1
+
+
+def test_a_question_about_the_present_state_offers_the_image_of_a_photo_naming_its_subject():
+    """"What's the current name of the shop on King's Way?" reads the shop's sign: a photo turn that names the shop
+    offers its raw image, without any appearance word in the question (#43); a photo of something else, or a question
+    not about the present, does not."""
+    w = World()
+    shop = w.add(node("s6", 0, "The shop on King's Way, today's photo.", (img("s6-img"),)))
+    other = w.add(node("s7", 0, "My balcony, in today's photo.", (img("s7-img"),)))
+    cands = [Candidate("shop", (shop,), 0.5), Candidate("other", (other,), 0.4)]
+    raw_image = FORM_NAMES.index("raw_image")
+    now = RuleSelector().probabilities("What's the current name of the shop on King's Way?", qvec("x"), cands)
+    assert now[0, raw_image] == 0.7 and now[1, raw_image] == 0.1
+    then = RuleSelector().probabilities("Which shop did I mention first?", qvec("x"), cands)
+    assert then[0, raw_image] == 0.1
