@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
+from typing import Sequence
 
 from ..language.attributes import (_WORDS_OF, ATTRIBUTE_HINTS, CHANGE_CUES, NUMBER_WORDS, STATED_CHANGE, VISUAL,
                                about_clauses, changed_without_value, fold, hypothetical, mentions, values)
@@ -270,22 +271,14 @@ class ExtractiveAnswerer:
             return None
         now = max(i.provenance.time for i in items)
         windows = [w for w in question_windows(q.question, now) if w.start is not None or w.end is not None]
-        rounds = _rounds(items)
-        words = [_words_of(" ".join(item_text(i) for i in r)) for r in rounds]
-        df: dict[str, int] = {}
-        for ws in words:
-            for w in ws:
-                df[w] = df.get(w, 0) + 1
         focus = [w for w in focus_words(q.question, speaker_names(q.question)) if w not in _PICTURE_WORDS]
         if not focus:
             return None
-        n = len(rounds)
         best = []
-        for r, ws in zip(rounds, words):
+        for score, r in _round_scores(items, focus):
             photos = [i for i in r if _photos_in(i)]
             if not photos or (windows and not any(w.contains(photos[0].provenance.time) for w in windows)):
                 continue
-            score = sum(math.log(1 + n / _df(w, df)) for w in focus if _stated(w, ws))
             best.append((score, photos[0], r))
         if not best:
             return None
@@ -432,18 +425,7 @@ class ExtractiveAnswerer:
         focus = focus_words(event, speaker_names(q.question))
         if not focus:
             return None
-        rounds = _rounds(items)
-        words = [_words_of(" ".join(item_text(i) for i in r)) for r in rounds]
-        df: dict[str, int] = {}
-        for ws in words:
-            for w in ws:
-                df[w] = df.get(w, 0) + 1
-        n = len(rounds)
-        scored = []
-        for r, ws in zip(rounds, words):
-            score = sum(math.log(1 + n / _df(w, df)) for w in focus if _stated(w, ws))
-            if score > 0:
-                scored.append((score, r))
+        scored = [(score, r) for score, r in _round_scores(items, focus) if score > 0]
         if not scored:
             return None
         scored.sort(key=lambda x: -x[0])
@@ -643,6 +625,20 @@ def _photo_ref(item: ContextItem, items, rnd, focus) -> tuple[str, str]:
     ident = _image_number(item, items, j)
     shown = captions[j] if captions else item_text(item)
     return ident or f"the photo of {p.session_id} turn {p.turn_index}", shown.strip()
+
+
+def _round_scores(items, focus: Sequence[str]) -> list[tuple[float, list[ContextItem]]]:
+    """Every round of the context (``_rounds``) with how well it states the focus words: Σ log(1 + rounds / rounds
+    stating the word) over the focus words it states, so a word few rounds share counts most (the photo and date
+    routes pick the best round by it)."""
+    rounds = _rounds(items)
+    words = [_words_of(" ".join(item_text(i) for i in r)) for r in rounds]
+    df: dict[str, int] = {}
+    for ws in words:
+        for w in ws:
+            df[w] = df.get(w, 0) + 1
+    n = len(rounds)
+    return [(sum(math.log(1 + n / _df(w, df)) for w in focus if _stated(w, ws)), r) for r, ws in zip(rounds, words)]
 
 
 def _df(word: str, df: dict[str, int]) -> int:
